@@ -1,0 +1,39 @@
+# The two commands: `make demo` and `make test`. Both build .venv first when it is missing.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+KIT    := $(VENV)/bin/hpcprof-kit
+EXTRAS ?= local,lab,test
+
+.PHONY: env demo test lint lab bench render clean-env
+
+env: $(VENV)/.ready
+
+$(VENV)/.ready: pyproject.toml env/local/check_prereqs.sh
+	@bash env/local/check_prereqs.sh $(PYTHON)
+	@bash env/local/build_venv.sh $(PYTHON) $(VENV) $(EXTRAS)
+	@touch $@
+
+demo: env
+	$(KIT) demo
+
+test: env
+	$(VENV)/bin/ruff check .
+	KINETO_LOG_LEVEL=6 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check hpcprof_kit tests
+
+lab: env
+	$(PY) -m ipykernel install --user --name hpcprof-kit --display-name "Python (hpcprof-kit)" --env KINETO_LOG_LEVEL 6
+	KINETO_LOG_LEVEL=6 $(VENV)/bin/jupyter lab notebooks
+
+render: env
+	$(KIT) render --all jobs/
+
+bench: env
+	$(PY) benchmarks/run_all.py
+
+clean-env:
+	rm -rf $(VENV)

@@ -1,0 +1,254 @@
+"""System records: the facts of each site as data files (one TOML file per system).
+
+>>> from hpcprof_kit.systems import load_system
+>>> aurora = load_system("aurora")
+>>> aurora.scheduler, aurora.launcher, aurora.devices_per_node
+('pbs', 'pals', 12)
+>>> aurora.queue("debug").max_walltime
+'01:00:00'
+
+A new site is a new ``<name>.toml`` beside these (or in ``$HPCPROF_SYSTEMS_DIR``) plus a test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcprof_kit.errors import SpecError, SystemError_
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    min_nodes: int
+    max_nodes: int
+    max_walltime: str  # HH:MM:SS
+
+
+@dataclass(frozen=True)
+class NumaDomain:
+    id: int
+    socket: int
+    kind: str
+    cores: tuple[int, ...]  # physical core numbers (logical CPUs of the first hardware thread)
+
+
+@dataclass(frozen=True)
+class DeviceSlot:
+    id: int  # torch device index in the system's default hierarchy
+    gpu: int
+    tile: int
+    socket: int
+    numa: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    sibling_offset: int
+    reserved_cores: tuple[int, ...]
+    reserved_note: str
+    gpus: int
+    tiles_per_gpu: int
+    device_hierarchy: str
+    device_mask_var: str
+    memory_per_device_gib: int
+    numa: tuple[NumaDomain, ...]
+    devices: tuple[DeviceSlot, ...]
+
+    @property
+    def known(self) -> bool:
+        """False for systems whose node shape is read at run time (local, generic Slurm)."""
+        return self.sockets > 0
+
+    @property
+    def physical_cores(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+    @property
+    def logical_cpus(self) -> int:
+        return self.physical_cores * max(self.threads_per_core, 1)
+
+    def socket_of_core(self, core: int) -> int:
+        """Socket of a logical CPU (hyperthread siblings map to their core's socket)."""
+        if self.cores_per_socket <= 0:
+            raise SpecError("topology: this system's node shape is not known in advance")
+        return (core % self.physical_cores) // self.cores_per_socket
+
+    def numa_of_core(self, core: int) -> int | None:
+        phys = core % self.physical_cores if self.physical_cores else core
+        for dom in self.numa:
+            if phys in dom.cores:
+                return dom.id
+        return None
+
+
+@dataclass(frozen=True)
+class System:
+    """One site's facts. Fields mirror the TOML file; see ``hpcprof_kit/systems/*.toml``."""
+
+    name: str
+    title: str
+    scheduler: str  # "pbs" | "slurm" | "none"
+    launcher: str  # "pals" | "hydra" | "srun"
+    device_type: str  # "xpu" | "cuda" | "auto"
+    backend: str  # "xccl" | "nccl" | "gloo" | "auto"
+    profiler_activity: str
+    hsn_suffix: str
+    account_required: bool
+    default_queue: str
+    default_filesystems: str
+    default_binding: str
+    vendor_tracers: tuple[str, ...]
+    topology: Topology
+    queues: dict[str, Queue]
+    setup_lines: tuple[str, ...]
+    env_vars: dict[str, str]
+    extra: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def devices_per_node(self) -> int:
+        """Torch devices per node in the default hierarchy (Aurora FLAT: 12 tiles)."""
+        return len(self.topology.devices)
+
+    def queue(self, name: str | None = None) -> Queue:
+        """The named queue (or the default); SpecError lists the known ones."""
+        key = self.default_queue if name is None else name
+        if key not in self.queues:
+            known = ", ".join(repr(q) for q in self.queues) or "none"
+            raise SpecError(
+                f"queue {key!r} is not a queue of {self.name} (known: {known}); "
+                f"pick one of them or add it to {self.source or self.name + '.toml'}"
+            )
+        return self.queues[key]
+
+
+def _parse_cores(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return tuple(out)
+
+
+def _from_dict(d: dict[str, Any], source: str) -> System:
+    try:
+        topo = d["topology"]
+        topology = Topology(
+            sockets=int(topo["sockets"]),
+            cores_per_socket=int(topo["cores_per_socket"]),
+            threads_per_core=int(topo["threads_per_core"]),
+            sibling_offset=int(topo["sibling_offset"]),
+            reserved_cores=tuple(topo.get("reserved_cores", [])),
+            reserved_note=topo.get("reserved_note", ""),
+            gpus=int(topo["gpus"]),
+            tiles_per_gpu=int(topo.get("tiles_per_gpu", 1)),
+            device_hierarchy=topo.get("device_hierarchy", ""),
+            device_mask_var=topo.get("device_mask_var", "CUDA_VISIBLE_DEVICES"),
+            memory_per_device_gib=int(topo.get("memory_per_device_gib", 0)),
+            numa=tuple(
+                NumaDomain(n["id"], n["socket"], n["kind"], _parse_cores(n["cores"]))
+                for n in topo.get("numa", [])
+            ),
+            devices=tuple(DeviceSlot(**dev) for dev in topo.get("devices", [])),
+        )
+        queues = {
+            name: Queue(name, int(q["min_nodes"]), int(q["max_nodes"]), q["max_walltime"])
+            for name, q in d.get("queues", {}).items()
+        }
+        known = {
+            "name", "title", "scheduler", "launcher", "device_type", "backend",
+            "profiler_activity", "hsn_suffix", "account_required", "default_queue",
+            "default_filesystems", "default_binding", "vendor_tracers", "topology",
+            "queues", "environment",
+        }  # fmt: skip
+        env = d.get("environment", {})
+        return System(
+            name=d["name"],
+            title=d.get("title", d["name"]),
+            scheduler=d["scheduler"],
+            launcher=d["launcher"],
+            device_type=d.get("device_type", "auto"),
+            backend=d.get("backend", "auto"),
+            profiler_activity=d.get("profiler_activity", "auto"),
+            hsn_suffix=d.get("hsn_suffix", ""),
+            account_required=bool(d.get("account_required", False)),
+            default_queue=d.get("default_queue", ""),
+            default_filesystems=d.get("default_filesystems", ""),
+            default_binding=d.get("default_binding", "none"),
+            vendor_tracers=tuple(d.get("vendor_tracers", [])),
+            topology=topology,
+            queues=queues,
+            setup_lines=tuple(env.get("setup", [])),
+            env_vars=dict(env.get("vars", {})),
+            extra={k: v for k, v in d.items() if k not in known},
+            source=source,
+        )
+    except KeyError as exc:
+        raise SystemError_(
+            f"system record {source} lacks the field {exc.args[0]!r}; "
+            "copy hpcprof_kit/systems/local.toml as a template"
+        ) from None
+
+
+def _search_dirs() -> list[Path]:
+    extra = os.environ.get("HPCPROF_SYSTEMS_DIR")
+    return ([Path(extra)] if extra else []) + [_HERE]
+
+
+def system_names() -> list[str]:
+    """Names of every system record found (built-in and ``$HPCPROF_SYSTEMS_DIR``)."""
+    names = {p.stem for d in _search_dirs() if d.is_dir() for p in d.glob("*.toml")}
+    return sorted(names)
+
+
+def load_system(name: str) -> System:
+    """Load a system record by name; SystemError_ names the known systems."""
+    for d in _search_dirs():
+        path = d / f"{name}.toml"
+        if path.is_file():
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+            return _from_dict(data, source=path.name)
+    raise SystemError_(
+        f"system {name!r} is unknown (known: {', '.join(system_names())}); "
+        "pass one of these, or add a record to $HPCPROF_SYSTEMS_DIR"
+    )
+
+
+def detect_system() -> str:
+    """Best guess of the system this process runs on: override, scheduler env, else 'local'.
+
+    Order: ``$HPCPROF_SYSTEM``; inside a PBS job, the record whose name matches the PBS server
+    host; inside a Slurm job, 'slurm'; otherwise 'local'. Never used inside app code to branch.
+    """
+    explicit = os.environ.get("HPCPROF_SYSTEM")
+    if explicit:
+        return explicit
+    server = os.environ.get("PBS_SERVER", "") or os.environ.get("PBS_O_HOST", "")
+    for name in system_names():
+        if name not in ("local", "slurm") and name in server:
+            return name
+    if os.environ.get("SLURM_JOB_ID"):
+        return "slurm"
+    return "local"
+
+
+__all__ = [
+    "DeviceSlot", "NumaDomain", "Queue", "System", "Topology",
+    "detect_system", "load_system", "system_names",
+]  # fmt: skip

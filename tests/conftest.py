@@ -1,0 +1,55 @@
+"""Fixtures shared by the test modules. Scheduler fixtures live in their own plugin files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_cluster import slurm_cluster  # noqa: F401  (fixture re-exported for every test)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "traces"
+
+
+@pytest.fixture(autouse=True)
+def no_rendezvous_leak():
+    """Fail any test that leaves MASTER_ADDR/MASTER_PORT behind in the test process."""
+    before = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT")}
+    yield
+    after = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT")}
+    assert after == before, f"rendezvous variables leaked into the environment: {after}"
+
+
+@pytest.fixture(autouse=True)
+def isolated_runs(tmp_path, monkeypatch) -> Path:
+    """Each test gets its own runs root ($HPCPROF_RUNS_DIR)."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("HPCPROF_RUNS_DIR", str(root))
+    return root
+
+
+@pytest.fixture(scope="session")
+def mpiexec() -> str:
+    """Hydra mpiexec from the mpich wheel in this environment (part of the 'local' extra)."""
+    path = Path(sys.executable).parent / "mpiexec"
+    found = str(path) if path.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.fail("mpiexec not found: install the kit with the 'local' extra (make env)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """The real third-party GPU traces beside the project (present in CI, absent in a clone)."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real third-party traces not found at ../shared/traces (looked in {SHARED_TRACES})")
+    return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
