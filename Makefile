@@ -17,9 +17,12 @@ $(VENV)/.ready: pyproject.toml env/local/check_prereqs.sh
 demo: env
 	$(KIT) demo
 
+NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
 test: env
 	$(VENV)/bin/ruff check .
-	KINETO_LOG_LEVEL=6 $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(NBVAL) notebooks
 
 lint: env
 	$(VENV)/bin/ruff check .
