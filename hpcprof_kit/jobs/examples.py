@@ -1,0 +1,45 @@
+"""The runnable examples a job can start, and the grid of ready scripts kept in ``jobs/``.
+
+>>> from hpcprof_kit.jobs.examples import EXAMPLES
+>>> EXAMPLES["train"].command
+('python3', '-m', 'hpcprof_kit.apps.train')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    module: str
+    about: str
+    profile_flags: tuple[str, ...] = ("--profile",)
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        # ``python3`` rather than a path: scripts stay portable; the local backend puts the
+        # kit's own interpreter first on PATH when it starts a job.
+        return ("python3", "-m", self.module)
+
+
+EXAMPLES: dict[str, Example] = {
+    "train": Example("train", "hpcprof_kit.apps.train", "DDP training of a small Transformer"),
+    "seqpar": Example("seqpar", "hpcprof_kit.apps.seqpar", "sequence-parallel matmuls"),
+    "affinity": Example(
+        "affinity", "hpcprof_kit.apps.affinity_report", "which CPUs and device each rank got"
+    ),
+}
+
+# The scripts in jobs/<system>/<variant>.sh: variant name -> JobSpec fields.
+# "train-<tracer>" is added per system for each vendor tracer it lists.
+VARIANTS: dict[str, dict[str, object]] = {
+    "train": {"example": "train"},
+    "train-profile": {"example": "train", "profile": True},
+    "seqpar": {"example": "seqpar"},
+}
+
+# The systems that get a folder in jobs/, and the placeholder account their scripts carry.
+JOBS_SYSTEMS: tuple[str, ...] = ("aurora", "polaris", "slurm", "local")
+PLACEHOLDER_ACCOUNT = "YOUR_PROJECT"

@@ -1,0 +1,203 @@
+"""Render a ``JobSpec`` into the job script: one Jinja2 template per scheduler, one launch line
+per launcher. A pure function of the spec: the same spec always gives the same text.
+
+>>> from hpcprof_kit.jobs import JobSpec
+>>> script = JobSpec(system="local", example="seqpar").render()
+>>> script.splitlines()[-1].strip()
+'python3 -m hpcprof_kit.apps.seqpar'
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import shlex
+from collections.abc import Callable
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs.examples import EXAMPLES
+from hpcprof_kit.systems import System
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from hpcprof_kit.jobs.spec import JobSpec
+
+# Where each scheduler starts the job, used when the kit did not set HPCPROF_RUN_DIR.
+_WORKDIR_DEFAULT = {
+    "pbs": "${PBS_O_WORKDIR:-$PWD}",
+    "slurm": "${SLURM_SUBMIT_DIR:-$PWD}",
+    "none": "$PWD",
+}
+
+
+def _pals(spec: JobSpec, plan_args: list[str]) -> list[str]:
+    return [
+        "mpiexec", "-n", str(spec.total_ranks), "-ppn", str(spec.ranks_per_node),
+        *plan_args, "-l", "--line-buffer", "--hostfile", '"$PBS_NODEFILE"',
+    ]  # fmt: skip
+
+
+def _hydra(spec: JobSpec, plan_args: list[str]) -> list[str]:
+    return ["mpiexec", "-n", str(spec.total_ranks), *plan_args]
+
+
+def _srun(spec: JobSpec, plan_args: list[str]) -> list[str]:
+    return [
+        "srun", "-N", str(spec.nodes), "--ntasks-per-node", str(spec.ranks_per_node),
+        "--mpi=pmi2", *plan_args,
+    ]  # fmt: skip
+
+
+# One launch line per launcher (the system record names its launcher).
+LAUNCHERS: dict[str, Callable[[JobSpec, list[str]], list[str]]] = {
+    "pals": _pals,
+    "hydra": _hydra,
+    "srun": _srun,
+}
+
+
+def _optional(module: str, attribute: str):
+    """A sibling room's function when that room exists; None while it is not there yet."""
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+    return getattr(found, attribute, None)
+
+
+def binding_preset(spec: JobSpec, sysrec: System) -> str:
+    """The binding preset this spec asks for ('none' means no binding)."""
+    return spec.binding if spec.binding is not None else (sysrec.default_binding or "none")
+
+
+def binding_parts(spec: JobSpec, sysrec: System) -> tuple[list[str], dict[str, str]]:
+    """Launcher arguments and environment of the spec's binding plan (empty without one)."""
+    preset = binding_preset(spec, sysrec)
+    if preset == "none":
+        return [], {}
+    plan_for = _optional("hpcprof_kit.affinity", "plan_for")
+    if plan_for is None:
+        if spec.binding is not None:
+            raise SpecError(
+                f"binding {spec.binding!r} needs hpcprof_kit.affinity, which is not installed "
+                "here; leave binding=None or install the full kit"
+            )
+        return [], {}  # the system default is applied once hpcprof_kit.affinity exists
+    plan = plan_for(sysrec.name, spec.ranks_per_node, preset)
+    return list(plan.launcher_args(sysrec.launcher)), dict(plan.env())
+
+
+def tracer_wrapper(spec: JobSpec, sysrec: System) -> str:
+    """The vendor tracer's wrapper script, or '' when the spec uses none."""
+    if spec.tracer is None:
+        return ""
+    wrapper_script = _optional("hpcprof_kit.tracers", "wrapper_script")
+    if wrapper_script is None:
+        raise SpecError(
+            f"tracer {spec.tracer!r} needs hpcprof_kit.tracers, which is not installed here; "
+            "leave tracer=None or install the full kit"
+        )
+    text = wrapper_script(spec.tracer, sysrec.name, spec.profrank, spec.rankcutoff)
+    if "\nHPCPROF_TRACER_EOF\n" in f"\n{text}\n":
+        raise SpecError("the tracer wrapper contains the heredoc end marker; rename it")
+    return text.rstrip("\n")
+
+
+def _quote_all(words) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def template_values(spec: JobSpec) -> dict[str, object]:
+    """Everything the templates fill in, already quoted for the shell."""
+    sysrec = spec.validate().system_record()
+    plan_args, plan_env = binding_parts(spec, sysrec)
+    launcher = LAUNCHERS.get(sysrec.launcher)
+    if launcher is None:
+        raise SpecError(
+            f"launcher {sysrec.launcher!r} of {sysrec.name} ({sysrec.source}) is unknown; "
+            f"use one of {sorted(LAUNCHERS)}"
+        )
+    launch = launcher(spec, [shlex.quote(a) for a in plan_args])
+    command = list(spec.full_command())
+    wrapper = tracer_wrapper(spec, sysrec)
+    quoted_command = _quote_all(command)
+    if wrapper:
+        quoted_command = 'bash "$HPCPROF_RUN_DIR/tracer.sh" ' + quoted_command
+    exports = {**sysrec.env_vars, **plan_env, **spec.env}
+    queue = spec.queue if spec.queue is not None else sysrec.default_queue
+    what = EXAMPLES[spec.example].about if spec.command is None else "a custom command"
+    last = spec.rankcutoff if spec.rankcutoff is not None else spec.profrank
+    return {
+        "title": f"{spec.example} on {sysrec.name}: {what}",
+        "system": shlex.quote(sysrec.name),
+        "name": spec.job_name,
+        "nodes": spec.nodes,
+        "ranks_per_node": spec.ranks_per_node,
+        "total_ranks": spec.total_ranks,
+        "walltime": spec.walltime,
+        "queue": queue,
+        "account": spec.account or "",
+        "filesystems": spec.filesystems
+        if spec.filesystems is not None
+        else sysrec.default_filesystems,
+        "select_suffix": sysrec.extra.get("pbs_select_suffix", ""),
+        "place": sysrec.extra.get("pbs_place", ""),
+        "keep": sysrec.extra.get("pbs_keep", ""),
+        "workdir_default": _WORKDIR_DEFAULT.get(sysrec.scheduler, "$PWD"),
+        "setup": list(spec.setup if spec.setup is not None else sysrec.setup_lines),
+        "exports": [(k, shlex.quote(str(v))) for k, v in exports.items()],
+        "tracer": spec.tracer,
+        "traced_ranks": f"{spec.profrank}-{last}" if last != spec.profrank else str(last),
+        "tracer_script": wrapper,
+        "launch": " ".join(launch),
+        "command": quoted_command,
+    }
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("hpcprof_kit.jobs", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # shell text, quoted by shlex before it reaches the template
+    )
+
+
+def render_script(spec: JobSpec) -> str:
+    """The job script text for ``spec`` (validates it first)."""
+    scheduler = spec.system_record().scheduler
+    values = template_values(spec)
+    template = _environment().get_template(f"{scheduler}.sh.j2")
+    return template.render(**values)
+
+
+class ScriptPreview:
+    """A job script shown highlighted in a notebook; its plain-text form is the script itself."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+
+    def __repr__(self) -> str:
+        return self.script
+
+    def __str__(self) -> str:
+        return self.script
+
+    def _repr_html_(self) -> str:
+        try:
+            from pygments import highlight
+            from pygments.formatters import HtmlFormatter
+            from pygments.lexers import BashLexer
+        except ImportError:
+            return f"<pre>{html.escape(self.script)}</pre>"
+        return highlight(self.script, BashLexer(), HtmlFormatter(noclasses=True))

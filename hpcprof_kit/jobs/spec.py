@@ -1,0 +1,243 @@
+"""``JobSpec``: a validated description of one job, checked against its system record.
+
+>>> from hpcprof_kit.jobs import JobSpec
+>>> spec = JobSpec(system="aurora", nodes=2, ranks_per_node=12, account="MYPROJ")
+>>> spec.validate().total_ranks
+24
+>>> JobSpec.from_json(spec.to_json()) == spec
+True
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs.examples import EXAMPLES
+from hpcprof_kit.systems import System, load_system
+
+if TYPE_CHECKING:
+    from hpcprof_kit.jobs.render import ScriptPreview
+
+TRACERS = ("unitrace", "nsys", "ncu")
+# Job names reach the scheduler and file names: letters, digits, '.', '_', '-' only.
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_WORD = re.compile(r"^[A-Za-z0-9_.-]+$")  # queue, account
+_FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
+
+
+def walltime_seconds(text: str) -> int:
+    """Seconds in an ``HH:MM:SS`` walltime.
+
+    >>> walltime_seconds("01:30:00")
+    5400
+    """
+    m = _WALLTIME.match(text or "")
+    if not m:
+        raise SpecError(
+            f"walltime {text!r} is not HH:MM:SS (minutes and seconds 00-59); "
+            "write it like '00:10:00'"
+        )
+    h, mi, s = (int(g) for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job: where it runs, how many ranks, what it starts, and how it is observed."""
+
+    system: str = "local"
+    example: str = "train"
+    command: tuple[str, ...] | None = None  # None -> the example's own command
+    args: tuple[str, ...] = ()  # extra application arguments, appended
+    nodes: int = 1
+    ranks_per_node: int = 2
+    walltime: str = "00:10:00"
+    queue: str | None = None
+    account: str | None = None
+    filesystems: str | None = None
+    name: str | None = None
+    setup: tuple[str, ...] | None = None  # None -> the system's setup lines
+    binding: str | None = None  # preset name; None -> the system's default
+    profile: bool = False
+    tracer: str | None = None
+    profrank: int = 0
+    rankcutoff: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Lists from JSON or from a notebook become tuples, so the spec stays a value.
+        for key in ("command", "args", "setup"):
+            value = getattr(self, key)
+            if isinstance(value, str):
+                raise SpecError(
+                    f"{key} {value!r} is a string; pass a list of words, e.g. {value.split()!r}"
+                )
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, key, tuple(value))
+        object.__setattr__(self, "env", dict(self.env or {}))
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def total_ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def job_name(self) -> str:
+        return self.name or f"hpcprof-{self.example}"
+
+    def system_record(self) -> System:
+        return load_system(self.system)
+
+    def full_command(self) -> tuple[str, ...]:
+        """The application command line each rank runs (without launcher or tracer)."""
+        base = self.command if self.command is not None else EXAMPLES[self.example].command
+        flags = EXAMPLES[self.example].profile_flags if self.profile else ()
+        return tuple(base) + tuple(flags) + tuple(self.args)
+
+    # ---- validation -----------------------------------------------------------------------
+    def validate(self) -> JobSpec:
+        """Check every field against the system record; returns self or raises SpecError."""
+        sysrec = self.system_record()
+        where = f"on {sysrec.name} ({sysrec.source})"
+        if self.command is None and self.example not in EXAMPLES:
+            raise SpecError(
+                f"example {self.example!r} is unknown (known: {', '.join(EXAMPLES)}); "
+                "pick one of them or pass command=[...]"
+            )
+        if self.command is not None and not self.command:
+            raise SpecError("command is empty; pass the program and its arguments as a list")
+        for key in ("command", "args"):
+            for word in getattr(self, key) or ():
+                if not isinstance(word, str) or "\x00" in word:
+                    raise SpecError(f"{key} word {word!r} must be a string without NUL bytes")
+        if not _NAME.match(self.job_name):
+            raise SpecError(
+                f"name {self.job_name!r} is not safe for the scheduler and the shell: use 1-64 "
+                "letters, digits, '.', '_' or '-', starting with a letter"
+            )
+        queue = sysrec.queue(self.queue)
+        self._check_ints(queue.min_nodes, queue.max_nodes, queue.name, where)
+        secs, limit = walltime_seconds(self.walltime), walltime_seconds(queue.max_walltime)
+        if secs == 0:
+            raise SpecError("walltime 00:00:00 is zero; ask for at least one second")
+        if secs > limit:
+            qname = f"queue {queue.name}'s" if queue.name else "the default queue's"
+            raise SpecError(
+                f"walltime {self.walltime} exceeds {qname} {queue.max_walltime} on "
+                f"{sysrec.name} ({sysrec.source}); ask for at most {queue.max_walltime} "
+                "or pick a queue with a longer limit"
+            )
+        for key in ("queue", "account"):
+            value = getattr(self, key)
+            if value and not _WORD.match(value):
+                raise SpecError(
+                    f"{key} {value!r} has characters a scheduler will not accept; "
+                    "use letters, digits, '.', '_' or '-'"
+                )
+        if sysrec.account_required and not self.account:
+            raise SpecError(
+                f"account is required {where}: pass account='<your project>' "
+                "(the allocation the job is charged to)"
+            )
+        if self.filesystems is not None and not _FILESYSTEMS.match(self.filesystems):
+            raise SpecError(
+                f"filesystems {self.filesystems!r} is not a ':'-separated list of names "
+                f"(e.g. {sysrec.default_filesystems or 'home:flare'!r})"
+            )
+        self._check_tracer(sysrec, where)
+        for key, value in self.env.items():
+            if not (isinstance(key, str) and _ENV_KEY.match(key)):
+                raise SpecError(
+                    f"env name {key!r} is not a shell variable name (letters, digits, '_')"
+                )
+            if not isinstance(value, str) or "\x00" in value:
+                raise SpecError(f"env {key}={value!r} must be a string without NUL bytes")
+        for line in self.setup or ():
+            if "\n" in line or "\x00" in line:
+                raise SpecError(f"setup line {line!r} must be one line of shell")
+        return self
+
+    def _check_ints(self, lo: int, hi: int, qname: str, where: str) -> None:
+        sysrec = self.system_record()
+        if not isinstance(self.nodes, int) or not lo <= self.nodes <= hi:
+            label = f"queue {qname}" if qname else "the default queue"
+            raise SpecError(
+                f"nodes {self.nodes} is outside {label}'s range {lo}-{hi} {where}; "
+                f"ask for {lo}-{hi} nodes or pick another queue"
+            )
+        topo = sysrec.topology
+        if topo.gpus:
+            limit, what = sysrec.devices_per_node, "devices per node"
+        elif topo.known:
+            limit, what = topo.physical_cores - len(topo.reserved_cores), "usable cores per node"
+        else:
+            limit, what = 4096, "ranks per node this kit accepts"
+        if not isinstance(self.ranks_per_node, int) or not 1 <= self.ranks_per_node <= limit:
+            raise SpecError(
+                f"ranks_per_node {self.ranks_per_node} is outside 1-{limit} ({what}) {where}; "
+                f"use at most {limit}"
+            )
+
+    def _check_tracer(self, sysrec: System, where: str) -> None:
+        if self.tracer is not None and self.tracer not in sysrec.vendor_tracers:
+            known = ", ".join(sysrec.vendor_tracers) or "none"
+            raise SpecError(
+                f"tracer {self.tracer!r} is not available {where} (its vendor tracers: {known}); "
+                "pick one of them or leave tracer=None"
+            )
+        total = self.total_ranks
+        if not isinstance(self.profrank, int) or not 0 <= self.profrank < total:
+            raise SpecError(
+                f"profrank {self.profrank} is outside 0-{total - 1} (the job's {total} ranks); "
+                "pick a rank that exists"
+            )
+        if self.rankcutoff is not None and not self.profrank <= self.rankcutoff < total:
+            raise SpecError(
+                f"rankcutoff {self.rankcutoff} is outside {self.profrank}-{total - 1} "
+                "(profrank to the last rank); traced ranks are profrank..rankcutoff"
+            )
+
+    # ---- rendering and display ------------------------------------------------------------
+    def render(self) -> str:
+        """The job script for this spec (pure and deterministic); see ``hpcprof_kit.jobs.render``."""
+        from hpcprof_kit.jobs.render import render_script
+
+        return render_script(self)
+
+    def preview(self) -> ScriptPreview:
+        """The script as a highlighted notebook display (its plain text is the script)."""
+        from hpcprof_kit.jobs.render import ScriptPreview
+
+        return ScriptPreview(self.render())
+
+    def with_(self, **changes: Any) -> JobSpec:
+        """A copy with some fields changed: ``spec.with_(nodes=2)``."""
+        return replace(self, **changes)
+
+    # ---- JSON -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("command", "args", "setup"):
+            if d[key] is not None:
+                d[key] = list(d[key])
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | dict[str, Any]) -> JobSpec:
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(
+                f"spec JSON has unknown fields {unknown}; known fields: {sorted(known)}"
+            )
+        return cls(**data)
