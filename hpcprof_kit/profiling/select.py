@@ -1,0 +1,119 @@
+"""Which ranks a profiler traces and which activities it records: parsing the learner's choices.
+
+>>> rank_is_selected("0,3", rank=3, world_size=4)
+True
+>>> rank_is_selected("first-local", rank=5, world_size=8, local_rank=1)
+False
+"""
+
+from __future__ import annotations
+
+import os
+
+from hpcprof_kit.errors import SpecError
+
+ACTIVITY_NAMES = ("cpu", "cuda", "xpu")
+# Local rank variables, in the order of the reference (launchers differ in what they set).
+LOCAL_RANK_VARS = (
+    "LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+)  # fmt: skip
+
+
+def local_rank_from_env(env: dict[str, str] | None = None) -> int | None:
+    """This process's local rank from the launcher's environment (None when none is set)."""
+    env = os.environ if env is None else env
+    for var in LOCAL_RANK_VARS:
+        if env.get(var, "").strip().isdigit():
+            return int(env[var])
+    return None
+
+
+def parse_ranks(ranks: str | list[int] | tuple[int, ...], world_size: int) -> str | list[int]:
+    """``"all"``, ``"first-local"`` or a sorted list of ranks, each checked against ``world_size``.
+
+    >>> parse_ranks("3, 0", world_size=4)
+    [0, 3]
+    """
+    if isinstance(ranks, str):
+        text = ranks.strip().lower()
+        if text in ("all", "first-local"):
+            return text
+        try:
+            chosen = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise SpecError(
+                f"trace ranks {ranks!r} is not 'all', 'first-local' or a comma list of ranks "
+                "such as '0,1'; pass one of these"
+            ) from None
+    else:
+        chosen = [int(r) for r in ranks]
+    if not chosen:
+        raise SpecError("trace ranks is empty; pass 'all', 'first-local' or ranks such as '0'")
+    bad = [r for r in chosen if not 0 <= r < world_size]
+    if bad:
+        raise SpecError(
+            f"trace ranks {bad} are outside this job (world size {world_size}: ranks 0-{world_size - 1}); "
+            "pick ranks below the world size"
+        )
+    return sorted(set(chosen))
+
+
+def rank_is_selected(
+    ranks: str | list[int],
+    rank: int,
+    world_size: int,
+    local_rank: int | None = None,
+) -> bool:
+    """True when ``rank`` is one of the ranks to trace."""
+    chosen = parse_ranks(ranks, world_size)
+    if chosen == "all":
+        return True
+    if chosen == "first-local":
+        local = local_rank if local_rank is not None else local_rank_from_env()
+        # Without any launcher variable the process is alone on its node.
+        return (local if local is not None else 0) == 0
+    return rank in chosen
+
+
+def available_activities() -> list[str]:
+    """Activities this machine can record: CPU always, plus CUDA or XPU when a device is present."""
+    import torch
+    import torch.profiler
+
+    supported = {a.name.lower() for a in torch.profiler.supported_activities()}
+    found = ["cpu"]
+    if "cuda" in supported and torch.cuda.is_available():
+        found.append("cuda")
+    xpu = getattr(torch, "xpu", None)
+    if "xpu" in supported and xpu is not None and xpu.is_available():
+        found.append("xpu")
+    return found
+
+
+def parse_activities(activities: str | list[str]) -> list[str]:
+    """``"auto"`` → what is available here; else a checked list of ``cpu``/``cuda``/``xpu``.
+
+    >>> parse_activities("auto")[0]
+    'cpu'
+    """
+    if isinstance(activities, str):
+        if activities.strip().lower() == "auto":
+            return available_activities()
+        wanted = [a.strip().lower() for a in activities.split(",") if a.strip()]
+    else:
+        wanted = [str(a).strip().lower() for a in activities]
+    unknown = [a for a in wanted if a not in ACTIVITY_NAMES]
+    if unknown or not wanted:
+        raise SpecError(
+            f"activities {activities!r}: {unknown or 'empty'} not among {', '.join(ACTIVITY_NAMES)}; "
+            "pass 'auto' or a comma list such as 'cpu,cuda'"
+        )
+    here = available_activities()
+    missing = [a for a in wanted if a not in here]
+    if missing:
+        raise SpecError(
+            f"activities {activities!r}: {', '.join(missing)} cannot be recorded on this machine "
+            f"(available: {', '.join(here)}); use --activities auto"
+        )
+    return wanted
