@@ -36,6 +36,7 @@ render: env
 	$(KIT) render --all jobs/
 
 bench: env
+	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/run_all.py
 
 clean-env:
