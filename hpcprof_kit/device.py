@@ -1,0 +1,264 @@
+"""Which accelerator is here, how many, their properties, and the CUDA<->XPU names.
+
+One code path for CPU, CUDA and XPU: code asks :func:`detect` and :func:`local_device` instead
+of branching on host names.
+
+>>> detect("cpu")
+'cpu'
+>>> local_device(0, "cpu")
+device(type='cpu')
+>>> CUDA_TO_XPU["ProfilerActivity.CUDA"]
+'ProfilerActivity.XPU'
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from hpcprof_kit.errors import DeviceError
+
+DEVICE_TYPES: tuple[str, ...] = ("xpu", "cuda", "mps", "cpu")
+OVERRIDE_VAR = "HPCPROF_DEVICE"
+
+# The same idea under its CUDA name and its XPU name (used by notebooks and by porting).
+CUDA_TO_XPU: dict[str, str] = {
+    "torch.cuda": "torch.xpu",
+    "torch.cuda.is_available()": "torch.xpu.is_available()",
+    "torch.cuda.device_count()": "torch.xpu.device_count()",
+    "torch.cuda.set_device(i)": "torch.xpu.set_device(i)",
+    "torch.cuda.synchronize()": "torch.xpu.synchronize()",
+    '"cuda:0"': '"xpu:0"',
+    ".cuda()": '.to("xpu")',
+    "nccl": "xccl",
+    "ProfilerActivity.CUDA": "ProfilerActivity.XPU",
+    "self_cuda_time_total": "self_xpu_time_total",
+    "CUDA_VISIBLE_DEVICES": "ZE_AFFINITY_MASK",
+    "nvidia-smi topo -m": "xpu-smi topology -m",
+    "SM (streaming multiprocessor)": "Xe core (compute unit)",
+    "nsys / ncu": "unitrace",
+}
+
+# What the Level Zero device hierarchy means for the number of torch devices on a node.
+HIERARCHY_NOTES: dict[str, str] = {
+    "FLAT": "FLAT: every GPU tile is its own torch device (Aurora: 6 GPUs x 2 tiles = 12 devices)",
+    "COMPOSITE": "COMPOSITE: one torch device per GPU, tiles hidden inside (Aurora: 6 devices)",
+    "COMBINED": "COMBINED: tiles as devices to Level Zero, whole GPUs to SYCL/torch",
+}
+
+# The command that prints the GPU-to-GPU / GPU-to-CPU link matrix, per device type.
+TOPOLOGY_COMMANDS: dict[str, list[str]] = {
+    "xpu": ["xpu-smi", "topology", "-m"],
+    "cuda": ["nvidia-smi", "topo", "-m"],
+}
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _available(kind: str) -> bool:
+    torch = _torch()
+    if kind == "cpu":
+        return True
+    if kind == "mps":
+        backend = getattr(torch.backends, "mps", None)
+        return bool(backend and backend.is_available())
+    module = getattr(torch, kind, None)
+    return bool(module is not None and module.is_available())
+
+
+def detect(override: str | None = None) -> str:
+    """The device type to use: argument, then ``$HPCPROF_DEVICE``, then probing xpu/cuda/mps.
+
+    >>> detect("cuda") if False else detect("cpu")
+    'cpu'
+    """
+    chosen = override or os.environ.get(OVERRIDE_VAR) or None
+    if chosen is not None:
+        chosen = chosen.strip().lower()
+        if chosen not in DEVICE_TYPES:
+            where = "argument" if override else OVERRIDE_VAR
+            raise DeviceError(
+                f"device type {chosen!r} (from the {where}) is unknown; use one of "
+                f"{', '.join(DEVICE_TYPES)}, or leave it unset to detect"
+            )
+        return chosen
+    return next(kind for kind in DEVICE_TYPES if _available(kind))
+
+
+def device_count(kind: str | None = None) -> int:
+    """How many devices of this type torch sees (1 for the CPU).
+
+    >>> device_count("cpu")
+    1
+    """
+    kind = detect(kind)
+    if kind in ("cpu", "mps"):
+        return 1
+    if not _available(kind):
+        return 0
+    return int(getattr(_torch(), kind).device_count())
+
+
+def hierarchy() -> str:
+    """The Level Zero device hierarchy in effect (``ZE_FLAT_DEVICE_HIERARCHY``, default FLAT)."""
+    return os.environ.get("ZE_FLAT_DEVICE_HIERARCHY", "FLAT").upper()
+
+
+def _cpu_row() -> dict[str, Any]:
+    name = platform.processor() or platform.machine()
+    memory = 0
+    try:
+        with open("/proc/cpuinfo") as fh:
+            name = next(
+                (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), name
+            )
+        with open("/proc/meminfo") as fh:
+            kib = next(int(ln.split()[1]) for ln in fh if ln.startswith("MemTotal"))
+            memory = kib * 1024
+    except (OSError, StopIteration, ValueError):
+        pass  # not Linux: keep what platform knows
+    return {
+        "index": 0,
+        "type": "cpu",
+        "name": name,
+        "memory_gib": round(memory / 2**30, 1),
+        "compute_units": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "driver": f"torch {_torch().__version__}",
+    }
+
+
+def _accelerator_row(kind: str, index: int) -> dict[str, Any]:
+    props = getattr(_torch(), kind).get_device_properties(index)
+    row: dict[str, Any] = {
+        "index": index,
+        "type": kind,
+        "name": props.name,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+    }
+    if kind == "cuda":
+        row["compute_units"] = props.multi_processor_count  # SMs
+        row["driver"] = f"CUDA {_torch().version.cuda}"
+    else:
+        row["compute_units"] = getattr(props, "max_compute_units", None)  # Xe cores x EUs
+        row["driver"] = getattr(props, "driver_version", "")
+        row["hierarchy"] = hierarchy()
+        row["hierarchy_note"] = HIERARCHY_NOTES.get(hierarchy(), "")
+    return row
+
+
+def properties(kind: str | None = None) -> list[dict[str, Any]]:
+    """One row per device: index, type, name, memory_gib, compute_units, driver (+ hierarchy on XPU).
+
+    >>> properties("cpu")[0]["type"]
+    'cpu'
+    """
+    kind = detect(kind)
+    if kind == "cpu":
+        return [_cpu_row()]
+    if kind == "mps":
+        return [{"index": 0, "type": "mps", "name": "Apple GPU", "memory_gib": None,
+                 "compute_units": None, "driver": f"torch {_torch().__version__}"}]  # fmt: skip
+    return [_accelerator_row(kind, i) for i in range(device_count(kind))]
+
+
+def topology(kind: str | None = None) -> str | None:
+    """The node's GPU link matrix from ``xpu-smi topology -m`` / ``nvidia-smi topo -m``, else None.
+
+    >>> topology("cpu") is None
+    True
+    """
+    command = TOPOLOGY_COMMANDS.get(detect(kind))
+    if command is None or shutil.which(command[0]) is None:
+        return None
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout if done.returncode == 0 else None
+
+
+def local_device(local_rank: int, kind: str | None = None):
+    """The torch.device for this local rank: ``xpu:<local_rank>``, ``cuda:<local_rank>`` or cpu.
+
+    >>> local_device(1, "cpu")
+    device(type='cpu')
+    """
+    torch = _torch()
+    kind = detect(kind)
+    if kind in ("cpu", "mps"):
+        return torch.device(kind)
+    count = device_count(kind)
+    if not 0 <= local_rank < count:
+        mask = "ZE_AFFINITY_MASK" if kind == "xpu" else "CUDA_VISIBLE_DEVICES"
+        raise DeviceError(
+            f"local rank {local_rank} asks for {kind}:{local_rank} but this process sees "
+            f"{count} {kind} device(s) (indices 0-{count - 1}); start at most {count} ranks "
+            f"per node, or check that {mask} does not hide devices"
+        )
+    return torch.device(kind, local_rank)
+
+
+def set_current(dev) -> None:
+    """Make ``dev`` the current device of its type (a no-op for the CPU)."""
+    if dev.type in ("cuda", "xpu"):
+        getattr(_torch(), dev.type).set_device(dev)
+
+
+def _import_ipex():
+    """(module, None) when intel-extension-for-pytorch imports cleanly, else (None, reason)."""
+    before = set(sys.modules)
+    try:
+        import intel_extension_for_pytorch as ipex
+    except BaseException as exc:  # noqa: BLE001 - IPEX can fail with anything, even on exit paths
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        for name in set(sys.modules) - before:  # no half-imported module left behind
+            if name.startswith("intel_extension_for_pytorch"):
+                del sys.modules[name]
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return None, f"intel-extension-for-pytorch failed to import ({type(exc).__name__}: {first})"
+    return ipex, None
+
+
+def optimize(model, optimizer, device: str | None = None):
+    """(model, optimizer, note): IPEX's ``optimize`` when it imports and works on XPU, else unchanged.
+
+    >>> import torch
+    >>> m = torch.nn.Linear(2, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    >>> m2, opt2, note = optimize(m, opt, "cpu")
+    >>> m2 is m, note
+    (True, 'stock PyTorch on cpu: IPEX is only used on XPU')
+    """
+    kind = detect(device)
+    if kind != "xpu":
+        return model, optimizer, f"stock PyTorch on {kind}: IPEX is only used on XPU"
+    ipex, reason = _import_ipex()
+    if ipex is None:
+        return model, optimizer, f"stock torch.xpu: {reason}"
+    try:
+        new_model, new_opt = ipex.optimize(model, optimizer=optimizer)
+    except Exception as exc:  # IPEX present but unusable with this torch/device
+        return (
+            model,
+            optimizer,
+            f"stock torch.xpu: ipex.optimize failed ({type(exc).__name__}: {exc})",
+        )
+    version = getattr(ipex, "__version__", "?")
+    return (
+        new_model,
+        new_opt,
+        f"intel-extension-for-pytorch {version}: ipex.optimize applied on xpu",
+    )
+
+
+__all__ = [
+    "CUDA_TO_XPU", "DEVICE_TYPES", "HIERARCHY_NOTES", "detect", "device_count", "hierarchy",
+    "local_device", "optimize", "properties", "set_current", "topology",
+]  # fmt: skip
