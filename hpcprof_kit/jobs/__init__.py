@@ -9,23 +9,10 @@
 
 from __future__ import annotations
 
+from hpcprof_kit.jobs.backends import FINAL_STATES, STATES
+from hpcprof_kit.jobs.handle import Job
+from hpcprof_kit.jobs.rundir import RunDir, list_runs
 from hpcprof_kit.jobs.spec import JobSpec
+from hpcprof_kit.jobs.submission import submit
 
-__all__ = ["JobSpec", "Job", "RunDir", "submit", "STATES"]
-
-
-def __getattr__(name: str):
-    # Backends and handles load on first use, so rendering stays light.
-    if name in ("Job", "STATES"):
-        from hpcprof_kit.jobs import handle
-
-        return getattr(handle, name)
-    if name == "RunDir":
-        from hpcprof_kit.jobs.rundir import RunDir
-
-        return RunDir
-    if name == "submit":
-        from hpcprof_kit.jobs.submit import submit
-
-        return submit
-    raise AttributeError(f"module 'hpcprof_kit.jobs' has no attribute {name!r}")
+__all__ = ["FINAL_STATES", "STATES", "Job", "JobSpec", "RunDir", "list_runs", "submit"]

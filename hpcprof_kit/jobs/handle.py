@@ -1,0 +1,129 @@
+"""``Job``: the handle of one submitted job — state, exit code, wait, tail, cancel, re-attach.
+
+>>> from hpcprof_kit.jobs import JobSpec, submit
+>>> job = submit(JobSpec(system="local", command=["echo", "hello"], ranks_per_node=1))
+>>> job.wait(progress=False)
+'COMPLETED'
+>>> job.tail()
+'hello'
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from pathlib import Path
+
+from hpcprof_kit.errors import SubmitError
+from hpcprof_kit.jobs.backends import FINAL_STATES, STATES, Backend, Status, get_backend
+from hpcprof_kit.jobs.progress import progress_display
+from hpcprof_kit.jobs.rundir import RunDir, now_iso
+
+__all__ = ["Job", "STATES"]
+
+
+class Job:
+    """A submitted job, backed by its run directory (a kernel restart loses nothing)."""
+
+    def __init__(self, run: RunDir, backend: Backend, job_id: str) -> None:
+        self.run = run
+        self.backend = backend
+        self.job_id = job_id
+        self._last: Status | None = None
+
+    @classmethod
+    def from_run_dir(cls, path: str | os.PathLike[str]) -> Job:
+        """Re-attach to an earlier run from its directory."""
+        run = RunDir(Path(path).resolve())
+        data = run.manifest()
+        if not data.get("job_id") or not data.get("backend"):
+            raise SubmitError(
+                f"{run.path} was never submitted (manifest state {data.get('state')!r}); "
+                "submit its spec again with submit()"
+            )
+        return cls(run, get_backend(data["backend"]), data["job_id"])
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id!r}, state={self.state!r}, run_dir={str(self.run_dir)!r})"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.path
+
+    @property
+    def manifest(self) -> dict:
+        return self.run.manifest()
+
+    @property
+    def state(self) -> str:
+        """QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED or TIMEOUT (polled unless final)."""
+        return self.refresh()
+
+    @property
+    def exit_code(self) -> int | None:
+        self.refresh()
+        return self.run.manifest().get("exit_code")
+
+    def refresh(self) -> str:
+        """Ask the backend once; record any state change in the manifest."""
+        data = self.run.manifest()
+        if data.get("state") in FINAL_STATES:
+            return data["state"]
+        status = self.backend.poll(self.run_dir, self.job_id)
+        if status.state != data.get("state") or status.exit_code != data.get("exit_code"):
+            changes: dict = {"state": status.state, "exit_code": status.exit_code}
+            if status.hosts:
+                changes["hosts"] = list(status.hosts)
+            if status.note:
+                changes["note"] = status.note
+            if status.state == "RUNNING" and not data.get("started_at"):
+                changes["started_at"] = now_iso()
+            if status.state in FINAL_STATES:
+                changes["ended_at"] = now_iso()
+                changes.setdefault("started_at", data.get("started_at") or changes["ended_at"])
+            self.run.update(**changes)
+        return status.state
+
+    def wait(self, timeout: float | None = None, progress: bool = True) -> str:
+        """Poll about once a second until the job ends (or ``timeout`` s pass); return the state.
+
+        With ``progress=True`` a bar shows the state and the time against the walltime.
+        """
+        start = time.monotonic()
+        total = float(self.run.manifest().get("walltime_s", 600))
+        display = progress_display(total, f"{self.job_id} {self.run_dir.name}", progress)
+        state = self.refresh()
+        try:
+            while state not in FINAL_STATES:
+                elapsed = time.monotonic() - start
+                display.update(state, elapsed)
+                if timeout is not None and elapsed >= timeout:
+                    break
+                time.sleep(self.backend.poll_interval)
+                state = self.refresh()
+        finally:
+            display.close(state)
+        return state
+
+    def tail(self, n: int = 20, stream: str = "stdout") -> str:
+        """The last ``n`` lines of the job's ``stdout`` or ``stderr``."""
+        if stream not in ("stdout", "stderr"):
+            raise SubmitError(f"stream {stream!r} is not 'stdout' or 'stderr'")
+        path = self.run_dir / stream
+        if not path.exists():
+            return ""
+        with path.open(errors="replace") as fh:
+            return "".join(deque(fh, maxlen=n)).rstrip("\n")
+
+    def cancel(self) -> str:
+        """Cancel the job if it has not ended; returns the state afterwards."""
+        if self.refresh() in FINAL_STATES:
+            return self.state
+        self.backend.cancel(self.run_dir, self.job_id)
+        deadline = time.monotonic() + 30
+        state = self.refresh()
+        while state not in FINAL_STATES and time.monotonic() < deadline:
+            time.sleep(min(self.backend.poll_interval, 0.5))
+            state = self.refresh()
+        return state
