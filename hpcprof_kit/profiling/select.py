@@ -8,25 +8,16 @@ False
 
 from __future__ import annotations
 
-import os
-
 from hpcprof_kit.errors import SpecError
 
 ACTIVITY_NAMES = ("cpu", "cuda", "xpu")
-# Local rank variables, in the order of the reference (launchers differ in what they set).
-LOCAL_RANK_VARS = (
-    "LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-)  # fmt: skip
 
 
-def local_rank_from_env(env: dict[str, str] | None = None) -> int | None:
-    """This process's local rank from the launcher's environment (None when none is set)."""
-    env = os.environ if env is None else env
-    for var in LOCAL_RANK_VARS:
-        if env.get(var, "").strip().isdigit():
-            return int(env[var])
-    return None
+def local_rank_from_env(env: dict[str, str] | None = None) -> int:
+    """This process's local rank, read by ``hpcprof_kit.dist`` from the launcher's variables."""
+    from hpcprof_kit.dist import ranks_from_env
+
+    return ranks_from_env(env, use_mpi=False).local_rank
 
 
 def parse_ranks(ranks: str | list[int] | tuple[int, ...], world_size: int) -> str | list[int]:
@@ -71,8 +62,7 @@ def rank_is_selected(
         return True
     if chosen == "first-local":
         local = local_rank if local_rank is not None else local_rank_from_env()
-        # Without any launcher variable the process is alone on its node.
-        return (local if local is not None else 0) == 0
+        return local == 0
     return rank in chosen
 
 

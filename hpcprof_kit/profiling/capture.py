@@ -1,0 +1,168 @@
+"""Capture ranges: mark the region to collect once, and let any of three profilers honour it.
+
+``with capture("attention"):`` does, for whichever tool is watching:
+
+- **nsys** (``--capture-range=cudaProfilerApi``): an NVTX range plus ``torch.cuda.profiler.start()``
+  / ``stop()`` around the region, when CUDA is present;
+- **unitrace** (``--conditional-collection``): an ITT range plus collection on/off around the
+  region (``PTI_ENABLE_COLLECTION`` in this process's environment, and ``ittapi.resume()`` /
+  ``pause()`` when the ``ittapi`` package is installed);
+- **torch.profiler**: a ``record_function`` range, and, when ``HPCPROF_CAPTURE=torch`` is set
+  (or a ``profiler=`` is passed), a profiler started at entry and stopped at exit, so the trace
+  holds the region and nothing else. Its file is ``capture-<rank>-of-<world>.json`` in the
+  run's ``traces/`` (``capture_cycle<k>-...`` for the k-th region after the first).
+
+The app code stays the same; only the wrapper (or one environment variable) changes.
+
+>>> import torch
+>>> with capture("matmul"):
+...     _ = torch.ones(4, 4) @ torch.ones(4, 4)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+CAPTURE_VAR = "HPCPROF_CAPTURE"  # "torch": each capture() region becomes one torch.profiler trace
+UNITRACE_COLLECTION_VAR = "PTI_ENABLE_COLLECTION"  # read by unitrace --conditional-collection
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def record_function(name: str):
+    """``torch.profiler.record_function(name)``: a named range in torch.profiler traces."""
+    import torch.profiler
+
+    return torch.profiler.record_function(name)
+
+
+def trace_func(func: F | None = None, *, name: str | None = None) -> F:
+    """Decorator: every call of the function becomes a named range in the trace.
+
+    >>> @trace_func
+    ... def forward(x):
+    ...     return x * 2
+    >>> forward(3)
+    6
+    """
+
+    def wrap(f: F) -> F:
+        label = name or f.__qualname__
+
+        @functools.wraps(f)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            with record_function(label):
+                return f(*args, **kwargs)
+
+        return inner  # type: ignore[return-value]
+
+    return wrap(func) if func is not None else wrap  # type: ignore[return-value]
+
+
+class _CaptureTraces:
+    """The torch.profiler used when ``HPCPROF_CAPTURE=torch``: one trace file per region."""
+
+    writers: dict[Path, Any] = {}  # one per trace folder, so region k gets cycle k
+
+    @classmethod
+    def new_profiler(cls):
+        import torch.profiler
+
+        from hpcprof_kit.dist import ranks_from_env
+        from hpcprof_kit.profiling.factory import (
+            SORT_CPU,
+            SORT_DEVICE,
+            TraceWriter,
+            default_trace_dir,
+        )
+        from hpcprof_kit.profiling.select import available_activities
+
+        acts = available_activities()
+        tdir = default_trace_dir()
+        if tdir not in cls.writers:
+            info = ranks_from_env(use_mpi=False)
+            sort_by = SORT_DEVICE if len(acts) > 1 else SORT_CPU
+            cls.writers[tdir] = TraceWriter(
+                tdir, tdir.parent / "tables", "capture", info.rank, info.world_size, False, sort_by
+            )
+        activities = [getattr(torch.profiler.ProfilerActivity, a.upper()) for a in acts]
+        return torch.profiler.profile(activities=activities), cls.writers[tdir]
+
+
+@contextmanager
+def _cuda_range(name: str) -> Iterator[None]:
+    import torch
+
+    if not torch.cuda.is_available():
+        yield
+        return
+    torch.cuda.nvtx.range_push(name)
+    torch.cuda.profiler.start()
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize()  # the region's kernels belong inside the range
+        torch.cuda.profiler.stop()
+        torch.cuda.nvtx.range_pop()
+
+
+@contextmanager
+def _itt_range(name: str) -> Iterator[None]:
+    import torch.profiler.itt as itt
+
+    from hpcprof_kit.profiling.factory import emit_itt_requested
+
+    # Only under unitrace (its wrapper sets HPCPROF_EMIT_ITT=1): elsewhere leave the env alone.
+    if not (emit_itt_requested() and itt.is_available()):
+        yield
+        return
+    try:
+        import ittapi  # optional: the real __itt_resume/__itt_pause
+    except ImportError:
+        ittapi = None
+    before = os.environ.get(UNITRACE_COLLECTION_VAR)
+    os.environ[UNITRACE_COLLECTION_VAR] = "1"
+    if ittapi is not None:
+        ittapi.resume()
+    itt.range_push(name)
+    try:
+        yield
+    finally:
+        itt.range_pop()
+        if ittapi is not None:
+            ittapi.pause()
+        if before is None:
+            os.environ[UNITRACE_COLLECTION_VAR] = "0"
+        else:
+            os.environ[UNITRACE_COLLECTION_VAR] = before
+
+
+@contextmanager
+def capture(name: str, profiler: Any = None) -> Iterator[None]:
+    """Mark a region for nsys, unitrace and torch.profiler at once (see the module text).
+
+    ``profiler``: a ``torch.profiler.profile`` that is not running yet; it is started at entry
+    and stopped at exit. Without it, ``HPCPROF_CAPTURE=torch`` makes one and writes its trace.
+    """
+    writer = None
+    if profiler is None and os.environ.get(CAPTURE_VAR, "") == "torch":
+        profiler, writer = _CaptureTraces.new_profiler()
+    with ExitStack() as stack:
+        if profiler is not None:
+            profiler.start()
+        try:
+            stack.enter_context(_cuda_range(name))
+            stack.enter_context(_itt_range(name))
+            stack.enter_context(record_function(name))
+            yield
+        finally:
+            stack.close()
+            if profiler is not None:
+                profiler.stop()
+                if writer is not None:
+                    writer(profiler)
