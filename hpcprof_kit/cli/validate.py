@@ -1,0 +1,112 @@
+"""``hpcprof-kit validate``: run the notebooks under nbval and tabulate the verdicts.
+
+hpcprof-kit validate                                  # every notebooks/*.ipynb, here
+hpcprof-kit validate --notebooks notebooks/00_quickstart.ipynb --json
+hpcprof-kit validate --system aurora --account MYPROJ # as a batch job on Aurora
+hpcprof-kit validate --check-clean                    # what a stored notebook may hold
+hpcprof-kit validate --strip notebooks/04_x.ipynb     # clear all but checked outputs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--system", default="local", help="local (here) or a system to submit to")
+    parser.add_argument(
+        "--notebooks", nargs="+", metavar="PATH", help="notebooks or folders (default: notebooks/)"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per notebook")
+    parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell")
+    parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    parser.add_argument("--report", metavar="FILE", help="also write the verdicts as JSON here")
+    parser.add_argument("--account", help="project to charge (batch systems)")
+    parser.add_argument("--queue", help="queue of the validation job (batch systems)")
+    parser.add_argument(
+        "--check-clean", action="store_true", help="list what each notebook must not store"
+    )
+    parser.add_argument(
+        "--strip",
+        nargs="+",
+        metavar="NOTEBOOK",
+        help="clear every output but # NBVAL_CHECK_OUTPUT cells, and execution noise",
+    )
+    return parser
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="run the notebooks under nbval (instructors)",
+        description="Run each notebook under nbval in its own process; report per notebook.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _strip(paths: list[str]) -> int:
+    from hpcprof_kit.validate.clean import strip_notebook
+
+    for path in paths:
+        print(f"{path}: {'stripped' if strip_notebook(path) else 'already clean'}")
+    return 0
+
+
+def _check_clean(notebooks: list[str] | None) -> int:
+    from hpcprof_kit.validate import find_notebooks
+    from hpcprof_kit.validate.clean import notebook_problems
+
+    bad = 0
+    for path in find_notebooks(notebooks):
+        problems = notebook_problems(path)
+        bad += bool(problems)
+        print(f"{path.name}: {'clean' if not problems else f'{len(problems)} problem(s)'}")
+        for problem in problems:
+            print(f"  - {problem}")
+    return 1 if bad else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from hpcprof_kit.validate import DOCTOR_FIX, results_table, validate
+
+    if args.strip:
+        return _strip(args.strip)
+    if args.check_clean:
+        return _check_clean(args.notebooks)
+    # With --json, stdout holds only the JSON; progress lines go to stderr.
+    progress = sys.stderr if args.json else sys.stdout
+
+    def on_result(r) -> None:
+        where = f" at {r.failing_cell}" if r.failing_cell else ""
+        print(f"{r.notebook}: {r.result} in {r.seconds:.1f} s{where}", file=progress, flush=True)
+
+    extra = {k: v for k, v in (("account", args.account), ("queue", args.queue)) if v}
+    if args.system != "local":
+        from hpcprof_kit.validate.batch import validate_as_job
+        from hpcprof_kit.validate.run import find_notebooks
+
+        results = validate_as_job(
+            find_notebooks(args.notebooks), system=args.system, timeout=args.timeout,
+            on_result=on_result, **extra,
+        )  # fmt: skip
+    else:
+        results = validate(
+            args.notebooks, timeout=args.timeout, cell_timeout=args.cell_timeout,
+            on_result=on_result,
+        )  # fmt: skip
+    rows = [r.to_dict() for r in results]
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print()
+        print(results_table(results))
+    if any(r.result == "no-env" for r in results):
+        print(f"\nThe environment cannot run notebooks: {DOCTOR_FIX}", file=sys.stderr)
+    return 0 if results and all(r.ok for r in results) else 1
