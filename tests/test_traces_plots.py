@@ -1,0 +1,106 @@
+"""Plots and their table twins: what is drawn matches the numbers, and no event is hidden."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_traces_analyses import CPU_STEP, DEVICE_STEP
+from test_traces_analyses_tables import table
+
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.traces import analyses as A
+from hpcprof_kit.traces import plots as P
+
+
+def _busy_lane(n: int = 10_000) -> list[tuple]:
+    # n one-microsecond kernels in 100 bursts over 1 s: far below a pixel each
+    ts = [(i // 100) * 10_000_000 + (i % 100) * 2_000 for i in range(n)]
+    return [(0, "cpu", "ProfilerStep#0", 0, 1_000_000_000)] + [
+        (0, "gpu", "k", t, 1_000) for t in ts
+    ]
+
+
+def test_timeline_counts_every_event_and_merges_sub_pixel_ones():
+    plot = P.plot_timeline(table(_busy_lane()), width_px=1000)
+    lane = plot.table.set_index("track").loc["gpu"]
+    assert lane["events"] == 10_000
+    assert lane["bars"] == 100  # one bar per burst: the bursts are 10 px apart
+    assert lane["merged"] == 9_900
+    title = plot.fig.axes[0].get_title()
+    assert "10,000 events drawn as 100 bars; 9,900 merged" in title
+    assert "ProfilerStep" not in plot.table["track"].tolist()
+
+
+def test_timeline_lanes_are_ranks_by_tracks_with_step_boundaries():
+    two_ranks = DEVICE_STEP + [(1, *ev[1:]) for ev in DEVICE_STEP]
+    plot = P.plot_timeline(table(two_ranks))
+    labels = [t.get_text() for t in plot.fig.axes[0].get_yticklabels()]
+    assert labels[:5] == [
+        "rank 0 cpu",
+        "rank 0 runtime",
+        "rank 0 comm",
+        "rank 0 gpu",
+        "rank 0 memcpy",
+    ]
+    assert len(labels) == 10 and labels[5] == "rank 1 cpu"
+    assert [t.get_text() for t in plot.fig.axes[0].texts] == ["#3", "#3"]
+    assert plot.table["busy_ms"].tolist()[:5] == pytest.approx([3e-4, 2e-5, 3e-4, 4e-4, 1e-4])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    ev=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 300)), min_size=1, max_size=60),
+    npp=st.floats(0.5, 500),
+)
+def test_lod_bars_cover_every_event(ev, npp):
+    s = np.array([a for a, _ in ev], dtype=np.int64)
+    e = s + np.array([d for _, d in ev], dtype=np.int64)
+    bs, be, counts = P.lod_bars(s, e, 0, npp)
+    assert counts.sum() == len(ev)
+    assert np.all(be[:-1] < bs[1:])  # bars are disjoint and sorted
+    for a, b in zip(s, e, strict=True):
+        i = np.searchsorted(bs, a, side="right") - 1
+        assert bs[i] <= a and b <= be[i]
+        assert be[i] - bs[i] >= np.ceil(npp) or be[i] - bs[i] >= b - a
+
+
+def test_breakdown_plot_draws_its_table():
+    df = table(DEVICE_STEP + [(1, *ev[1:]) for ev in CPU_STEP])
+    plot = P.plot_breakdown(df)
+    bd = A.step_breakdown(df)
+    assert plot.table["compute_ms"].tolist() == (bd["compute_ns"] / 1e6).tolist()
+    heights = [p.get_height() for p in plot.fig.axes[0].patches]
+    assert len(heights) == 2 * 5  # 2 (rank, step) bars x 5 parts
+    assert sum(heights) == pytest.approx(plot.table["wall_ms"].sum())
+
+
+def test_rank_heatmap_and_same_name_plots():
+    events = [(r, "cpu", "ProfilerStep#0", 0, 1_000_000 * (r + 1)) for r in range(3)]
+    events += [(r, "cpu", "aten::mm", 10 * i, 3 + i) for r in range(3) for i in range(5)]
+    df = table(events)
+    heat = P.plot_rank_heatmap(df)
+    image = heat.fig.axes[0].get_images()[0].get_array()
+    assert image.shape == (3, 1) and image[:, 0].tolist() == [1.0, 2.0, 3.0]
+    assert heat.table["straggler"].tolist() == [2]
+    dist = P.plot_same_name(df, "aten::mm")
+    drawn = sum(len(p.get_xy()) > 0 for p in dist.fig.axes[0].patches)
+    assert drawn == 3 and dist.table.loc["all", "count"] == 15
+
+
+def test_bad_plot_arguments_raise_kit_errors(tmp_path):
+    df = table(DEVICE_STEP)
+    with pytest.raises(SpecError, match="width_px=10"):
+        P.plot_timeline(df, width_px=10)
+    with pytest.raises(SpecError, match="ranks=\\[7\\]"):
+        P.plot_timeline(df, ranks=[7])
+    out = P.plot_timeline(df).save(str(tmp_path / "t.png"))
+    assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<img" in P.plot_breakdown(df)._repr_html_()
