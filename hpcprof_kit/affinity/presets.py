@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcprof_kit.affinity.checks import Finding, check_ranks
-from hpcprof_kit.affinity.cpulist import ParsedBind, parse_cpu_bind
+from hpcprof_kit.affinity.cpulist import ParsedBind, format_cpus, parse_cpu_bind
 from hpcprof_kit.affinity.plan import BindingPlan, RankBinding
 from hpcprof_kit.affinity.topology import NodeTopology, node_topology
 from hpcprof_kit.errors import BindingError
@@ -219,11 +219,19 @@ def _devices(record: System, node: NodeTopology, mode: str, ranks: int) -> list[
 
 def _build(record, node, name, parsed, ranks, mode, ccl, env, workers, title) -> BindingPlan:
     cpus = parsed.cpus if parsed.style == "list" else _rule_cpus(node, parsed, ranks)
+    last = max(node.cpu_ids)
     for i, rank_cpus in enumerate(cpus):
-        for c in rank_cpus:
-            node.cpu(c)  # BindingError names the CPU beyond the node
         if not rank_cpus:
-            raise BindingError(f"binding {name!r}: rank {i} has no CPUs")
+            raise BindingError(
+                f"binding {parsed.text or name!r}: rank {i} has no CPUs; give it at least one"
+            )
+        if max(rank_cpus) > last or min(rank_cpus) < 0:
+            raise BindingError(
+                f"binding {parsed.text or name!r}: rank {i}'s CPUs {format_cpus(rank_cpus)} reach beyond the "
+                f"{node.name} node, whose last CPU is {last} (the limit); keep to 0-{last}"
+            )
+        for c in rank_cpus:
+            node.cpu(c)  # a gap in the node's numbering is named here
     bindings = tuple(
         RankBinding(r.rank, tuple(cpus[r.rank]), r.device, r.index, r.masked)
         for r in _devices(record, node, mode, ranks)
