@@ -57,7 +57,8 @@ NODE_COUNT_VARS: tuple[str, ...] = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "PALS
 # Variables that belong to one launcher family; a Slurm variable is ignored when an MPI
 # launcher ran inside the allocation (its SLURM_* values describe the proxy, not the rank).
 _MPI_RANK_VARS = ("PMIX_RANK", "PALS_RANKID", "PMI_RANK", "OMPI_COMM_WORLD_RANK")
-_SLURM_ONLY = {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"}
+# SLURM_LOCALID stays usable as a last resort: srun --mpi=pmi2 sets it beside PMI_RANK.
+_SLURM_ONLY = {"SLURM_PROCID", "SLURM_NTASKS"}
 
 # Backend by device type; "ccl" is the oneCCL-bindings fallback on older XPU stacks.
 BACKEND_FOR_DEVICE: dict[str, str] = {"xpu": "xccl", "cuda": "nccl", "mps": "gloo", "cpu": "gloo"}
@@ -215,10 +216,11 @@ def ranks_from_env(env: Mapping[str, str] | None = None, *, use_mpi: bool = True
             "check the launcher's -n/--ntasks and unset variables left from other jobs"
         )
     local_var = _first(env, LOCAL_RANK_VARS, skip)
-    local_rank = _int(env, local_var) if local_var else rank
     lsize_var = _first(env, LOCAL_SIZE_VARS, skip)
     nodes_guess = _nodes_from_env(env, world, 0)
     local_world = _int(env, lsize_var) if lsize_var else max(-(-world // nodes_guess), 1)
+    # Without a local-rank variable, assume the launcher filled nodes in rank order.
+    local_rank = _int(env, local_var) if local_var else rank % local_world
     if local_rank >= local_world:
         raise DistError(
             f"{local_var}={local_rank} is not below the ranks per node {local_world} (from "

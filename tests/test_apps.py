@@ -1,0 +1,136 @@
+"""The train and seqpar apps: real 2-rank runs (Hydra mpiexec, srun), their JSON and traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpcprof_kit.apps import seqpar, train
+from hpcprof_kit.apps._common import write_timings
+
+BANNER = re.compile(
+    r"^rank=(\d+) local_rank=(\d+) world=(\d+) nodes=(\d+) device=(\w+) backend=(\w+) host=\S+$",
+    re.M,
+)
+TOP_KEYS = {"app", "rank", "world_size", "local_rank", "nodes", "host", "device", "backend",
+            "dtype", "params", "timings"}  # fmt: skip
+
+
+def _launch(
+    cmd: list[str], run_dir, env_extra=None, timeout=120
+) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update({"HPCPROF_RUN_DIR": str(run_dir), **(env_extra or {})})
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return done, time.perf_counter() - t0
+
+
+def _timings(run_dir, app: str, world: int) -> list[dict]:
+    files = sorted((run_dir / "timings").glob("*.json"))
+    assert [f.name for f in files] == [f"{app}-{r}-of-{world}.json" for r in range(world)]
+    return [json.loads(f.read_text()) for f in files]
+
+
+@pytest.mark.mpi
+def test_train_two_ranks_writes_timings_and_profiler_traces(mpiexec, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.train", "--epochs", "3",
+           "--steps-per-epoch", "2", "--warmup", "1", "--profile", "--prof-wait", "1",
+           "--prof-warmup", "1", "--prof-active", "2", "--prof-repeat", "1"]  # fmt: skip
+    done, wall = _launch(cmd, run_dir)
+    assert done.returncode == 0, done.stderr
+    assert sorted(BANNER.findall(done.stdout)) == [
+        ("0", "0", "2", "1", "cpu", "gloo"), ("1", "1", "2", "1", "cpu", "gloo")]  # fmt: skip
+    # --epochs is honoured: one line per epoch from rank 0, each with exactly --steps-per-epoch steps.
+    assert re.findall(r"^epoch (\d)/3: (\d) steps", done.stdout, re.M) == [
+        ("1", "2"),
+        ("2", "2"),
+        ("3", "2"),
+    ]
+    records = _timings(run_dir, "train", 2)
+    for rank, rec in enumerate(records):
+        assert set(rec) == TOP_KEYS
+        assert (rec["rank"], rec["world_size"], rec["local_rank"], rec["backend"]) == (
+            rank,
+            2,
+            rank,
+            "gloo",
+        )
+        assert rec["params"]["steps"] == 6 and rec["params"]["lr"] == pytest.approx(2e-3)
+        assert set(rec["timings"]) == {"forward", "backward", "optimizer", "step"}
+        assert all(len(v) == 5 and all(t > 0 for t in v) for v in rec["timings"].values())
+    traces = sorted(p.name for p in (run_dir / "traces").glob("*.json"))
+    assert traces == ["trace-0-of-2.json", "trace-1-of-2.json"]
+    info = json.loads((run_dir / "traces" / "trace-1-of-2.json").read_text())["distributedInfo"]
+    assert (info["rank"], info["world_size"], info["backend"]) == (1, 2, "gloo")
+    print(f"train, 2 ranks: {wall:.1f} s wall")
+    assert wall < 60  # generous cap on a shared 2-core machine; the measured figure is reported
+
+
+@pytest.mark.mpi
+def test_seqpar_two_ranks_times_each_operation(mpiexec, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.seqpar", "--seq-len", "256",
+           "--hidden", "64", "--dtype", "bfloat16", "--steps", "5", "--warmup", "2"]  # fmt: skip
+    done, wall = _launch(cmd, run_dir)
+    assert done.returncode == 0, done.stderr
+    assert len(BANNER.findall(done.stdout)) == 2
+    assert re.search(r"^seqpar 256x64 bfloat16 on 2 ranks, all_gather \S+ ms", done.stdout, re.M)
+    for rank, rec in enumerate(_timings(run_dir, "seqpar", 2)):
+        assert set(rec) == TOP_KEYS and (rec["rank"], rec["dtype"]) == (rank, "bfloat16")
+        assert rec["params"]["rows_per_rank"] == 128
+        assert rec["params"]["reduce_scatter_impl"] in ("native", "all_reduce+slice")
+        assert list(rec["timings"]) == list(seqpar.OPS)
+        assert all(len(v) == 5 for v in rec["timings"].values())
+        parts = sum(rec["timings"][op][0] for op in seqpar.OPS[:4])
+        assert rec["timings"]["step"][0] == pytest.approx(parts, rel=1e-6)
+    print(f"seqpar, 2 ranks: {wall:.1f} s wall")
+    assert wall < 60
+
+
+@pytest.mark.slurm
+def test_seqpar_under_srun_pmi2(slurm_cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = ["srun", "--mpi=pmi2", "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.seqpar",
+           "--seq-len", "64", "--hidden", "32", "--steps", "3", "--warmup", "1"]  # fmt: skip
+    env = {k: v for k, v in slurm_cluster.env.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["HPCPROF_RUN_DIR"] = str(run_dir)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(BANNER.findall(done.stdout)) == [
+        ("0", "0", "2", "1", "cpu", "gloo"), ("1", "1", "2", "1", "cpu", "gloo")]  # fmt: skip
+    assert [r["rank"] for r in _timings(run_dir, "seqpar", 2)] == [0, 1]
+
+
+def test_train_rejects_zero_epochs_with_the_flag_and_fix(capsys):
+    assert train.main(["--epochs", "0"]) == 2
+    assert "--epochs=0 trains nothing; give a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_seqpar_sizes_must_split_over_the_ranks():
+    args = seqpar.build_parser().parse_args(["--seq-len", "1000", "--hidden", "64"])
+    with pytest.raises(
+        Exception,
+        match=r"--seq-len=1000 does not split over 3 ranks; use a multiple of 3 \(e.g. 1002\)",
+    ):
+        seqpar.check_args(args, 3)
+
+
+def test_a_second_run_never_overwrites_timings(tmp_path):
+    record = {"app": "seqpar", "rank": 0, "world_size": 1, "timings": {}}
+    path = write_timings(tmp_path, record)
+    with pytest.raises(FileExistsError):
+        write_timings(tmp_path, {**record, "timings": {"step": [1.0]}})
+    assert json.loads(path.read_text())["timings"] == {}
+
+
+def test_train_sizes_small_by_default_alcf_behind_a_flag():
+    assert train.sizes(False)["encoder_layers"] == 1
+    assert (train.sizes(True)["nhead"], train.sizes(True)["encoder_layers"]) == (16, 12)

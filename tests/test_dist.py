@@ -1,0 +1,211 @@
+"""Ranks from each launcher's variables, their conflicts, and a real 2-rank rendezvous."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hpcprof_kit.dist import RankInfo, choose_backend, distributed, ranks_from_env
+from hpcprof_kit.errors import DistError
+
+# What each launcher really exports for rank 5 of 8, 4 ranks per node on 2 nodes.
+LAUNCHER_SETS = {
+    "PALS": {
+        "PALS_RANKID": "5", "PALS_LOCAL_RANKID": "1", "PALS_LOCAL_SIZE": "4",
+        "PMI_RANK": "5", "PMI_SIZE": "8", "PMI_LOCAL_RANK": "1", "PMI_LOCAL_SIZE": "4",
+    },
+    "PMIx": {
+        "PMIX_RANK": "5", "PMIX_LOCAL_RANK": "1", "PALS_RANKID": "5",
+        "PALS_LOCAL_RANKID": "1", "PALS_LOCAL_SIZE": "4", "PMI_SIZE": "8",
+    },
+    "Hydra/PMI": {
+        "PMI_RANK": "5", "PMI_SIZE": "8", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4",
+    },
+    "Open MPI": {
+        "OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+    },
+    "Slurm": {
+        "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8", "SLURM_NNODES": "2",
+    },
+    "torchrun": {
+        "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+        "TORCHELASTIC_RUN_ID": "job1",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("source", list(LAUNCHER_SETS))
+def test_each_launcher_gives_rank_local_rank_world_and_nodes(source):
+    info = ranks_from_env(LAUNCHER_SETS[source], use_mpi=False)
+    assert info == RankInfo(
+        rank=5, local_rank=1, world_size=8, local_world_size=4, nodes=2, source=source
+    )
+
+
+def test_hydra_inside_slurm_ignores_the_proxy_slurm_procid():
+    # Hydra's mpiexec in a Slurm job: every rank sees SLURM_PROCID=0 (one proxy per node).
+    env = {**LAUNCHER_SETS["Hydra/PMI"], "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+           "SLURM_NTASKS": "2", "SLURM_NNODES": "2", "SLURM_JOB_ID": "7"}  # fmt: skip
+    info = ranks_from_env(env, use_mpi=False)
+    assert (info.rank, info.local_rank, info.world_size, info.nodes, info.source) == (
+        5,
+        1,
+        8,
+        2,
+        "Hydra/PMI",
+    )
+
+
+def test_srun_pmi2_sets_both_and_they_agree():
+    env = {**LAUNCHER_SETS["Slurm"], "PMI_RANK": "5", "PMI_SIZE": "8"}
+    assert ranks_from_env(env, use_mpi=False).rank == 5
+
+
+def test_torchrun_inside_an_mpi_launch_trusts_torchrun():
+    env = {**LAUNCHER_SETS["torchrun"], "PMI_RANK": "0", "PMI_SIZE": "2"}
+    info = ranks_from_env(env, use_mpi=False)
+    assert (info.rank, info.world_size, info.source) == (5, 8, "torchrun")
+
+
+def test_no_launcher_is_a_single_process():
+    assert ranks_from_env({}, use_mpi=False) == RankInfo(0, 0, 1, 1, 1, "single process")
+
+
+def test_stale_rank_from_another_launcher_is_a_conflict():
+    env = {**LAUNCHER_SETS["Hydra/PMI"], "RANK": "1"}
+    with pytest.raises(DistError, match=r"conflicting rank variables: RANK=1, PMI_RANK=5.*unset"):
+        ranks_from_env(env, use_mpi=False)
+
+
+def test_world_sizes_that_disagree_are_a_conflict():
+    env = {**LAUNCHER_SETS["Hydra/PMI"], "WORLD_SIZE": "4"}
+    with pytest.raises(
+        DistError, match=r"conflicting world size variables: WORLD_SIZE=4, PMI_SIZE=8"
+    ):
+        ranks_from_env(env, use_mpi=False)
+
+
+def test_rank_beyond_world_size_names_both():
+    with pytest.raises(
+        DistError, match=r"PMI_RANK=8 is not below the world size 8 \(from PMI_SIZE\)"
+    ):
+        ranks_from_env({"PMI_RANK": "8", "PMI_SIZE": "8"}, use_mpi=False)
+
+
+def test_not_a_number_names_the_variable():
+    with pytest.raises(DistError, match=r"PMI_RANK='one' is not a whole number.*unset PMI_RANK"):
+        ranks_from_env({"PMI_RANK": "one", "PMI_SIZE": "2"}, use_mpi=False)
+
+
+def test_size_without_rank_says_how_to_start():
+    with pytest.raises(DistError, match=r"WORLD_SIZE=4 says there are several ranks.*mpiexec"):
+        ranks_from_env({"WORLD_SIZE": "4"}, use_mpi=False)
+
+
+def test_rank_without_size_asks_mpi_or_says_so():
+    with pytest.raises(DistError, match=r"PALS_RANKID=3 is set but no world-size variable"):
+        ranks_from_env({"PALS_RANKID": "3"}, use_mpi=False)
+
+
+def test_pbs_nodefile_counts_nodes(tmp_path):
+    nodefile = tmp_path / "nodes"
+    nodefile.write_text("x1000c0s0b0n0\nx1000c0s0b0n0\nx1000c0s1b0n0\n")
+    env = {**LAUNCHER_SETS["Hydra/PMI"], "PBS_NODEFILE": str(nodefile)}
+    del env["MPI_LOCALNRANKS"]
+    info = ranks_from_env(env, use_mpi=False)
+    assert (info.nodes, info.local_world_size) == (2, 4)
+
+
+def test_unknown_backend_names_the_known_ones():
+    with pytest.raises(DistError, match=r"backend 'ncl' is unknown \(known: gloo, nccl, xccl"):
+        choose_backend("cpu", "ncl")
+
+
+def test_backend_not_built_here_points_at_is_backend_available():
+    with pytest.raises(DistError, match=r"is_backend_available\('nccl'\) is False"):
+        choose_backend("cpu", "nccl")
+
+
+def test_xpu_without_xccl_or_oneccl_says_what_to_load():
+    with pytest.raises(DistError, match=r"neither xccl .* nor oneccl_bindings_for_pytorch"):
+        choose_backend("xpu")
+
+
+def test_single_process_context_restores_rendezvous_vars(monkeypatch):
+    for key in (
+        "PMI_RANK",
+        "PMI_SIZE",
+        "RANK",
+        "WORLD_SIZE",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    import torch.distributed as tdist
+
+    before = os.environ.get("MASTER_PORT")
+    os.environ["MASTER_PORT"] = "1234"  # a value the caller had before must come back
+    try:
+        with distributed() as info:
+            assert tdist.is_initialized() and tdist.get_world_size() == 1
+            assert os.environ["MASTER_PORT"] != "1234"
+        assert not tdist.is_initialized()
+        assert os.environ["MASTER_PORT"] == "1234" and "MASTER_ADDR" not in os.environ
+    finally:
+        if before is None:
+            os.environ.pop("MASTER_PORT", None)
+        else:
+            os.environ["MASTER_PORT"] = before
+    assert (info.rank, info.world_size, info.device, info.backend) == (0, 1, "cpu", "gloo")
+
+
+def test_teardown_happens_when_the_body_fails(monkeypatch):
+    monkeypatch.delenv("PMI_RANK", raising=False)
+    import torch.distributed as tdist
+
+    with pytest.raises(ZeroDivisionError), distributed():
+        1 / 0  # noqa: B018
+    assert not tdist.is_initialized() and "MASTER_ADDR" not in os.environ
+
+
+PROBE = textwrap.dedent(
+    """
+    import os, torch, torch.distributed as tdist
+    from hpcprof_kit.dist import distributed
+    with distributed() as info:
+        print(info.banner(), flush=True)
+        total = torch.tensor([float(info.rank + 1)])
+        tdist.all_reduce(total)
+        print(f"rank={info.rank} sum={total.item():g} addr={os.environ['MASTER_ADDR']}", flush=True)
+    print(f"rank={info.rank} after MASTER_ADDR={os.environ.get('MASTER_ADDR')}", flush=True)
+    """
+)
+
+
+@pytest.mark.mpi
+def test_two_ranks_under_hydra_mpiexec_agree_on_everything(mpiexec, tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    banners = re.findall(r"^rank=(\d) local_rank=(\d) world=(\d) nodes=(\d) device=(\w+) backend=(\w+) host=\S+$",
+                         done.stdout, re.M)  # fmt: skip
+    assert sorted(banners) == [
+        ("0", "0", "2", "1", "cpu", "gloo"),
+        ("1", "1", "2", "1", "cpu", "gloo"),
+    ]
+    # A real collective ran over the rendezvous: 1 + 2 on both ranks.
+    assert sorted(re.findall(r"^rank=(\d) sum=(\S+)", done.stdout, re.M)) == [
+        ("0", "3"),
+        ("1", "3"),
+    ]
+    assert sorted(re.findall(r"^rank=(\d) after MASTER_ADDR=(\S+)", done.stdout, re.M)) == [
+        ("0", "None"), ("1", "None")]  # fmt: skip
