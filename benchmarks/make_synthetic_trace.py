@@ -1,0 +1,163 @@
+"""Write a synthetic Kineto-layout chrome trace (torch >= 2.4 style) of a chosen size.
+
+The layout follows what ``torch.profiler`` exports on a CUDA node: a header with
+``deviceProperties`` and ``distributedInfo``, ``traceEvents`` in Kineto's pretty-printed
+form (cpu_op, cuda_runtime launches, kernels with correlation ids, memcpy, NCCL kernels,
+``ac2g`` flows, ``ProfilerStep#N`` spans), and the trailer with ``baseTimeNanoseconds``.
+Times are µs with ns decimals relative to the base, as Kineto writes them.
+
+Example (about 2 MB, 11 k events)::
+
+    python benchmarks/make_synthetic_trace.py /tmp/synthetic-0-of-2.json --mb 2 --rank 0 --world 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+BASE_NS = 1_735_632_360_000_000_000
+OPS = ["aten::mm", "aten::add", "aten::relu", "aten::linear", "aten::layer_norm", "aten::softmax"]
+KERNELS = [
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int, float*)",
+    "void at::native::(anonymous namespace)::layer_norm_kernel<float>(long, float const*, float*)",
+    "void at::native::softmax_warp_forward<float, float, float, 9, false>(float*, float const*, int)",
+]
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+HEADER = """{{
+  "schemaVersion": 1,
+  "deviceProperties": [
+    {{
+      "id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 42314694656,
+      "computeMajor": 8, "computeMinor": 0, "numSms": 108
+    }}
+  ],
+  "distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": {world}, "pg_count": 1}},
+  "record_shapes": 1,
+  "with_stack": 0,
+  "traceEvents": [
+"""
+
+TRAILER = """  {{
+    "name": "Record Window End", "ph": "i", "s": "g",
+    "pid": "", "tid": "", "ts": {end:.3f}
+  }}
+  ],
+  "traceName": "synthetic-{rank}-of-{world}.json",
+  "displayTimeUnit": "ms",
+  "baseTimeNanoseconds": {base}
+}}"""
+
+CPU = """  {{
+    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 4242, "tid": 4242,
+    "ts": {ts:.3f}, "dur": {dur:.3f},
+    "args": {{
+      "External id": {ext},"Record function id": 0, "Ev Idx": {idx}
+    }}
+  }},
+"""
+RUNTIME = """  {{
+    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242,
+    "ts": {ts:.3f}, "dur": {dur:.3f},
+    "args": {{
+      "External id": {ext}, "cbid": 211, "correlation": {corr}
+    }}
+  }},
+"""
+KERNEL = """  {{
+    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": {stream},
+    "ts": {ts:.3f}, "dur": {dur:.3f},
+    "args": {{
+      "External id": {ext}, "device": 0, "stream": {stream}, "correlation": {corr}
+    }}
+  }},
+"""
+FLOW = """  {{
+    "ph": "{ph}", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {ts:.3f},
+    "cat": "ac2g", "name": "ac2g"{bp}
+  }},
+"""
+
+
+def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int = 0) -> int:
+    """Write the trace and return the number of traceEvents (all phases)."""
+    rng = random.Random(seed + rank)
+    target = int(mb * 1024 * 1024)
+    t = 1_000_000.0 + rank * 3.217  # µs since base; ranks start a little apart
+    corr = ext = idx = events = step = 0
+    with open(path, "w") as out:
+        out.write(HEADER.format(rank=rank, world=world))
+        written = 0
+        while written < target:
+            parts = []
+            step_start = t
+            body = []
+            for _op in range(40):
+                ext += 1
+                corr += 1
+                idx += 1
+                name = rng.choice(OPS)
+                dur = rng.uniform(5, 50)
+                body.append(CPU.format(cat="cpu_op", name=name, ts=t, dur=dur, ext=ext, idx=idx))
+                body.append(RUNTIME.format(ts=t + 1.5, dur=4.125, ext=ext, corr=corr))
+                comm = rng.random() < 0.1
+                kname, stream = (NCCL, 20) if comm else (rng.choice(KERNELS), 7)
+                kts = t + 6.25 + rng.uniform(0, 3)
+                kcat = "gpu_memcpy" if rng.random() < 0.05 else "kernel"
+                if kcat == "gpu_memcpy":
+                    kname = "Memcpy HtoD (Pageable -> Device)"
+                body.append(
+                    KERNEL.format(
+                        cat=kcat,
+                        name=kname,
+                        stream=stream,
+                        ts=kts,
+                        dur=dur * 0.8,
+                        ext=ext,
+                        corr=corr,
+                    )
+                )
+                body.append(FLOW.format(ph="s", corr=corr, pid=4242, tid=4242, ts=t + 1.5, bp=""))
+                body.append(
+                    FLOW.format(ph="f", corr=corr, pid=0, tid=stream, ts=kts, bp=', "bp": "e"')
+                )
+                events += 5
+                t += dur + rng.uniform(0.5, 2.0)
+            ext += 1
+            parts.append(
+                CPU.format(
+                    cat="user_annotation",
+                    name=f"ProfilerStep#{step}",
+                    ts=step_start,
+                    dur=t - step_start,
+                    ext=ext,
+                    idx=idx,
+                )
+            )
+            parts.extend(body)
+            chunk = "".join(parts)
+            out.write(chunk)
+            written += len(chunk)
+            events += 1
+            step += 1
+            t += 10.0
+        out.write(TRAILER.format(end=t, rank=rank, world=world, base=BASE_NS))
+    return events + 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--mb", type=float, default=200.0, help="approximate size in MiB")
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--world", type=int, default=1)
+    args = parser.parse_args(argv)
+    n = write_trace(args.path, args.mb, args.rank, args.world)
+    print(f"wrote {args.path.name}: {args.path.stat().st_size / 1e6:.1f} MB, {n} events")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""A columnar copy of each loaded trace, so the second load of a file is near instant.
+
+The copy lives beside the traces in ``.hpcprof-cache/<file>.<key>.npz`` (uncompressed NumPy
+arrays: category codes, their labels, integer columns, and the rank metadata as JSON). The
+key changes whenever the file does (size, mtime in ns, a hash of its first and last MiB) or
+the communication patterns do. A read-only trace folder (a shared data set) uses
+``$XDG_CACHE_HOME/hpcprof_kit/traces`` instead; if neither is writable, nothing is cached
+and nothing fails.
+
+>>> key = cache_key("traces/train-0-of-2.json.gz", None)   # doctest: +SKIP
+>>> read("traces/train-0-of-2.json.gz", key)                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CACHE_DIR = ".hpcprof-cache"
+FORMAT_VERSION = "1"  # bump when the table or the parser changes meaning
+_EDGE = 1024 * 1024
+
+
+def cache_key(path: str | os.PathLike[str], comm_patterns: Any) -> str:
+    """A short hex key that changes when the file's size, mtime or edges, or the patterns, change.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"; _ = p.write_text("{}")
+    >>> cache_key(p, None) == cache_key(p, None) != cache_key(p, ["^x"])
+    True
+    """
+    from .patterns import COMM_PATTERNS
+
+    p = Path(path)
+    st = p.stat()
+    h = hashlib.blake2b(digest_size=10)
+    h.update(f"{FORMAT_VERSION}|{st.st_size}|{st.st_mtime_ns}|".encode())
+    h.update(repr(COMM_PATTERNS if comm_patterns is None else list(comm_patterns)).encode())
+    with open(p, "rb") as fh:
+        h.update(fh.read(_EDGE))
+        if st.st_size > _EDGE:
+            fh.seek(max(_EDGE, st.st_size - _EDGE))
+            h.update(fh.read(_EDGE))
+    return h.hexdigest()
+
+
+def _places(path: Path, key: str) -> list[Path]:
+    """Where the copy may live: beside the trace, then the user's cache folder."""
+    beside = path.parent / CACHE_DIR / f"{path.name}.{key}.npz"
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    where = hashlib.blake2b(str(path.resolve()).encode(), digest_size=6).hexdigest()
+    return [beside, Path(home) / "hpcprof_kit" / "traces" / f"{path.name}.{where}.{key}.npz"]
+
+
+def read(path: str | os.PathLike[str], key: str) -> Any | None:
+    """The cached table for ``path`` under ``key``, or None when there is none (or it is unreadable)."""
+    import pandas as pd
+
+    for place in _places(Path(path), key):
+        if not place.is_file():
+            continue
+        try:
+            with np.load(place, allow_pickle=False) as z:
+                meta = json.loads(str(z["__meta__"]))
+                data = {}
+                for col, dtype in meta["columns"]:
+                    if dtype == "category":
+                        labels = z[f"{col}.labels"].tolist()
+                        data[col] = pd.Categorical.from_codes(z[f"{col}.codes"], categories=labels)
+                    else:
+                        data[col] = z[col]
+        except (OSError, ValueError, KeyError):
+            continue  # a damaged copy is just a miss; the trace is parsed again
+        df = pd.DataFrame(data)
+        df.attrs["ranks"] = {int(r): m for r, m in meta["ranks"].items()}
+        return df
+    return None
+
+
+def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
+    """Store ``df`` for ``path``; returns where, or None when no place was writable."""
+    arrays: dict[str, np.ndarray] = {}
+    columns = []
+    for col in df.columns:
+        s = df[col]
+        if str(s.dtype) == "category":
+            arrays[f"{col}.codes"] = s.cat.codes.to_numpy()
+            arrays[f"{col}.labels"] = np.array(list(s.cat.categories), dtype=str)
+            columns.append((col, "category"))
+        else:
+            arrays[col] = s.to_numpy()
+            columns.append((col, str(s.dtype)))
+    meta = {"columns": columns, "ranks": {str(r): m for r, m in df.attrs.get("ranks", {}).items()}}
+    arrays["__meta__"] = np.array(json.dumps(meta, default=str))
+    for place in _places(Path(path), key):
+        try:
+            place.parent.mkdir(parents=True, exist_ok=True)
+            # write aside, then rename: a reader never sees half a file
+            fd, tmp = tempfile.mkstemp(dir=place.parent, suffix=".part")
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, place)
+            return place
+        except OSError:
+            continue
+    return None

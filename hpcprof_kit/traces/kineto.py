@@ -1,0 +1,494 @@
+"""Stream a chrome-trace JSON file (Kineto or unitrace) into NumPy columns, chunk by chunk.
+
+The file is never held as Python objects: it is read in slices of about 16 MiB, each slice
+is cut at the end of a complete event, decoded with a typed ``msgspec`` decoder that keeps
+only the fields the trace table needs, and appended to columns. Defects seen in the wild
+(raw control characters, bare ``N/A``, trailing ``{}``, wide integers, a file cut short)
+are repaired or skipped with a warning instead of a crash.
+
+>>> from hpcprof_kit.traces.kineto import read_chrome   # doctest: +SKIP
+>>> trace = read_chrome("traces/train-0-of-2.json.gz")  # doctest: +SKIP
+>>> trace.columns["ts_ns"][:3]                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import zlib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import TraceFormatError
+
+CHUNK_BYTES = 16 * 1024 * 1024
+HEADER_LIMIT = 64 * 1024 * 1024  # traceEvents must start within this many bytes
+KEPT_PHASES = frozenset({"X", "i", "I"})  # rows of the table; M events feed process names
+
+# A json value may be a number, a string (string pids) or null; wide ints stay Python ints.
+Scalar = int | float | str | None
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    # -1 defaults keep id lists all-int, so NumPy converts them on its fast path
+    correlation: Scalar = -1
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    device: Scalar = -1
+    stream: Scalar = -1
+    sycl_queue: Scalar = msgspec.field(default=-1, name="sycl queue")
+    name: Scalar = None  # process_name / thread_name metadata
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: float | None = None
+    dur: float | None = None
+    args: _Args = _NO_ARGS
+
+
+class _ExactEvent(msgspec.Struct, gc=False):
+    """Same fields, but ``ts`` kept as its JSON text so epoch µs with decimals stays exact."""
+
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    dur: float | None = None
+    args: _Args = _NO_ARGS
+
+
+_FAST = msgspec.json.Decoder(list[_Event])
+_EXACT = msgspec.json.Decoder(list[_ExactEvent])
+_ANY = msgspec.json.Decoder()
+
+# Absolute epoch µs (>= 13 integer digits) with non-zero decimals: float64 would lose ns.
+_NEEDS_EXACT = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d*[1-9]')
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
+_AFTER_LAST = re.compile(rb"\s*,?\s*$")
+_BARE_WORDS = re.compile(rb"(:\s*|\[\s*|,\s*)(?:N/A|NaN|-?Infinity|nan|inf)(?=\s*[,}\]])")
+_CONTROL = bytes.maketrans(bytes(range(32)), b" " * 32)
+
+
+@dataclass
+class ChromeTrace:
+    """What one chrome-trace file holds, as columns plus its top-level metadata."""
+
+    path: Path
+    header: dict[str, Any]
+    columns: dict[str, np.ndarray]
+    vocab: dict[str, list]  # categorical column -> its values, indexed by code
+    process_names: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    text_bytes: int = 0  # decompressed JSON size
+
+
+def _pieces(path: Path, warn: list[str]):
+    """Yield the decompressed bytes of ``path``; a gzip cut short ends early with a note."""
+    with open(path, "rb") as fh:
+        first = fh.read(2)
+        fh.seek(0)
+        if first != b"\x1f\x8b":
+            while piece := fh.read(CHUNK_BYTES):
+                yield piece
+            return
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        while raw := fh.read(CHUNK_BYTES // 4):
+            while raw:
+                try:
+                    yield inflater.decompress(raw, CHUNK_BYTES)
+                except zlib.error as exc:
+                    warn.append(f"gzip stream is damaged ({exc}); kept what came before")
+                    return
+                raw = inflater.unconsumed_tail
+                if inflater.eof and inflater.unused_data:  # concatenated gzip members
+                    raw = inflater.unused_data
+                    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        yield inflater.flush()
+        if not inflater.eof:
+            warn.append("gzip stream ends before its end marker (file cut short)")
+
+
+def _clean(text: bytes) -> bytes:
+    """Repair the invalid JSON that profilers write: control characters, bare N/A and NaN."""
+    return _BARE_WORDS.sub(rb"\1null", text.translate(_CONTROL))
+
+
+def _decode_object(text: bytes) -> dict[str, Any] | None:
+    for candidate in (text, _clean(text)):
+        try:
+            value = _ANY.decode(candidate)
+        except msgspec.DecodeError:
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _header(text: bytes) -> dict[str, Any]:
+    """Top-level keys before ``traceEvents``: ``{"schemaVersion": 1, ... ,`` -> a dict."""
+    body = text.strip().rstrip(b",")
+    return _decode_object(body + b"}") or {}
+
+
+def _exact_ns(raw: msgspec.Raw) -> int:
+    raw = bytes(raw)
+    if raw == b"null":
+        return 0
+    whole, _, frac = raw.partition(b".")
+    if frac.isdigit() and (whole.isdigit() or whole[1:].isdigit()):
+        ns = abs(int(whole)) * 1000 + round(int(frac) * 10 ** (3 - len(frac)))
+        return -ns if whole.startswith(b"-") else ns
+    return round(Decimal(raw.decode()) * 1000)
+
+
+class _Columns:
+    """Growing columns: one list of NumPy arrays per column, codes for categorical ones."""
+
+    CATEGORICAL = ("cat", "name", "pid", "tid")
+    NUMERIC = ("ts_ns", "dur_ns", "corr", "ext_id", "device", "stream")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {c: [] for c in self.CATEGORICAL + self.NUMERIC}
+        self.parts["instant"] = []
+        self.codes: dict[str, dict] = {c: {} for c in self.CATEGORICAL}
+        self.wide_ints = 0
+
+    def _encode(self, col: str, values: list) -> np.ndarray:
+        table = self.codes[col]
+        for value in set(values).difference(table):
+            table[value] = len(table)
+        return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+
+    def _ids(self, values: list) -> np.ndarray:
+        """Integer ids (correlation, stream...) -> int64, -1 where absent or unusable."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            arr = np.array(values, dtype=np.float64)  # None -> nan; exact below 2**53
+        except (TypeError, ValueError):  # strings among the ids
+            arr = np.array([_as_float(v) for v in values], dtype=np.float64)
+        bad = ~np.isfinite(arr) | (np.abs(arr) >= 2**53)
+        self.wide_ints += int(np.count_nonzero(bad & ~np.isnan(arr)))
+        arr[bad] = -1
+        return arr.astype(np.int64)
+
+    def add(self, events: list, exact: bool) -> None:
+        # one list comprehension per field is faster than transposing tuples
+        for col in self.CATEGORICAL:
+            values = [getattr(e, col) for e in events] if col == "cat" else None
+            self.parts[col].append(self._encode(col, values or _field(events, col)))
+        ts = [e.ts for e in events]
+        if exact:
+            self.parts["ts_ns"].append(np.fromiter(map(_exact_ns, ts), np.int64, len(ts)))
+        else:
+            self.parts["ts_ns"].append(_us_to_ns(np.array(ts, dtype=np.float64)))
+        d = np.array([e.dur for e in events], dtype=np.float64)
+        self.parts["dur_ns"].append(np.rint(np.nan_to_num(d) * 1000).astype(np.int64))
+        self.parts["instant"].append(np.array([e.ph != "X" for e in events], dtype=bool))
+        args = [e.args for e in events]
+        self.parts["corr"].append(self._ids([a.correlation for a in args]))
+        self.parts["ext_id"].append(self._ids([a.external_id for a in args]))
+        self.parts["device"].append(self._ids([a.device for a in args]))
+        streams = self._ids([a.stream for a in args])
+        queues = self._ids([a.sycl_queue for a in args])
+        self.parts["stream"].append(np.where(streams >= 0, streams, queues))
+
+    def finish(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        cols = {}
+        for col, parts in self.parts.items():
+            dtype = {"instant": bool}.get(col, np.int32 if col in self.CATEGORICAL else np.int64)
+            cols[col] = np.concatenate(parts) if parts else np.array([], dtype=dtype)
+            parts.clear()  # free each piece as soon as it is joined
+        vocab = {c: list(table) for c, table in self.codes.items()}
+        return cols, vocab
+
+
+def _field(events: list, col: str) -> list:
+    if col == "name":
+        return [e.name for e in events]
+    if col == "pid":
+        return [e.pid for e in events]
+    return [e.tid for e in events]
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _us_to_ns(ts: np.ndarray) -> np.ndarray:
+    """µs (float64) -> integer ns without the loss of ``ts * 1000`` on epoch-sized values."""
+    ts = np.nan_to_num(ts)
+    whole = np.floor(ts)
+    return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000).astype(np.int64)
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.notes: list[str] = []
+        self.cols = _Columns()
+        self.dirty = False  # the file needed repairs once: repair every later slice up front
+        self.exact = False
+        self.meta: list = []  # M events
+        self.empty_events = 0
+        self.done = False  # saw the closing ']' of traceEvents
+
+    def _decode(self, body: bytes) -> list | None:
+        if not self.exact and _NEEDS_EXACT.search(body):
+            self.exact = True
+        decoder = _EXACT if self.exact else _FAST
+        for repair in (False, True) if not self.dirty else (True,):
+            text = _clean(body) if repair else body
+            try:
+                events = decoder.decode(b"[" + text + b"]")
+            except msgspec.ValidationError:
+                events = self._decode_loose(text)
+            except msgspec.DecodeError:
+                continue
+            if repair and not self.dirty:
+                self.dirty = True
+                self.notes.append("repaired invalid JSON (control characters or bare N/A/NaN)")
+            return events
+        return None
+
+    def _decode_loose(self, text: bytes) -> list:
+        """Events whose fields have unexpected types: decode untyped, coerce field by field."""
+        raw = _ANY.decode(b"[" + text + b"]")
+        cls = _ExactEvent if self.exact else _Event
+        out = []
+        for ev in raw:
+            ev = ev if isinstance(ev, dict) else {}
+            a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            ts = ev.get("ts")
+            out.append(
+                cls(
+                    ph=str(ev.get("ph", "")),
+                    cat=_text(ev.get("cat")),
+                    name=_text(ev.get("name")),
+                    pid=ev.get("pid") if not isinstance(ev.get("pid"), dict | list) else None,
+                    tid=ev.get("tid") if not isinstance(ev.get("tid"), dict | list) else None,
+                    ts=msgspec.Raw(msgspec.json.encode(ts)) if self.exact else _as_float(ts),
+                    dur=_as_float(ev.get("dur")),
+                    args=_Args(**{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()}),
+                )
+            )
+        return out
+
+    def consume(self, buf: bytearray, final: bool) -> int:
+        """Decode the complete events at the start of ``buf``; return how many bytes were used."""
+        start = len(buf) - len(buf.lstrip())
+        end = len(buf)
+        for _attempt in range(64):
+            p = buf.rfind(b"}", start, end)
+            if p < 0:
+                return start if not final else 0
+            end = p
+            if not (_AFTER_EVENT.match(buf, p + 1) or (final and _AFTER_LAST.match(buf, p + 1))):
+                continue
+            events = self._decode(bytes(buf[start : p + 1]))
+            if events is None:
+                continue
+            self._keep(events)
+            rest = _AFTER_EVENT.match(buf, p + 1) or _AFTER_LAST.match(buf, p + 1)
+            used = rest.end()
+            if buf[used - 1 : used] == b"{":
+                used -= 1  # leave the next event's brace in the buffer
+            elif buf[used - 1 : used] == b"]":
+                self.done = True
+            return used
+        if final:
+            return 0
+        raise TraceFormatError(
+            f"{self.path}: no complete trace event could be decoded near byte offset "
+            f"{start}; expected a JSON array of chrome-trace events in 'traceEvents'"
+        )
+
+    def _keep(self, events: list) -> None:
+        kept = [e for e in events if e.ph in KEPT_PHASES]
+        self.meta.extend(e for e in events if e.ph == "M")
+        self.empty_events += sum(1 for e in events if not e.ph and e.name is None)
+        if kept:
+            self.cols.add(kept, self.exact)
+
+
+_ARG_KEYS = {
+    "correlation": "correlation",
+    "external_id": "External id",
+    "device": "device",
+    "stream": "stream",
+    "sycl_queue": "sycl queue",
+    "name": "name",
+}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _scalar(value: Any) -> Scalar:
+    return value if isinstance(value, int | float | str) else None
+
+
+def read_chrome(path: str | Path) -> ChromeTrace:
+    """Read one chrome-trace file (``.json`` or ``.json.gz``) into columns.
+
+    >>> import json, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+    >>> _ = p.write_text(json.dumps({"traceEvents": [
+    ...     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+    ...      "ts": 1712195495519695.8, "dur": 2.5}]}))
+    >>> t = read_chrome(p)
+    >>> int(t.columns["ts_ns"][0]), int(t.columns["dur_ns"][0])
+    (1712195495519695800, 2500)
+    """
+    path = Path(path)
+    reader = _Reader(path)
+    buf = bytearray()
+    header: dict[str, Any] | None = None
+    total = 0
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the collector would rescan every decoded event; nothing here is cyclic
+    try:
+        for piece in _pieces(path, reader.notes):
+            total += len(piece)
+            buf += piece
+            if reader.done:
+                continue  # only the trailing keys remain; keep them for the metadata
+            if header is None:
+                header = _find_events(buf, path, final=False)
+                if header is None:
+                    continue
+            while len(buf) >= CHUNK_BYTES and not reader.done:
+                used = reader.consume(buf, final=False)
+                if used == 0:
+                    break
+                del buf[:used]
+        if header is None:
+            header = _find_events(buf, path, final=True) or {}
+        while not reader.done and buf.strip():
+            used = reader.consume(buf, final=True)
+            if used == 0:
+                break
+            del buf[:used]
+        trailer = bytes(buf)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return _finish(reader, header, trailer, total)
+
+
+def _find_events(buf: bytearray, path: Path, final: bool) -> dict[str, Any] | None:
+    """Locate the start of the traceEvents array; drop the header from ``buf`` and return it."""
+    head = bytes(buf[:64]).lstrip()
+    if head[:1] == b"[":  # the bare-array form of the chrome trace format
+        del buf[: len(buf) - len(buf.lstrip()) + 1]
+        return {}
+    if head[:1] not in (b"{", b""):
+        raise TraceFormatError(
+            f"{path}: not a trace file: expected a chrome-trace JSON object with a "
+            f"'traceEvents' array (Kineto or unitrace), found {head[:40]!r}"
+        )
+    match = _EVENTS_KEY.search(buf)
+    if match is None:
+        if final or len(buf) > HEADER_LIMIT:
+            raise TraceFormatError(
+                f"{path}: not a trace file: no 'traceEvents' array in its first "
+                f"{min(len(buf), HEADER_LIMIT)} bytes; expected Kineto or unitrace chrome JSON"
+            )
+        return None
+    header = _header(bytes(buf[: match.start()]))
+    del buf[: match.end()]
+    return header
+
+
+def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> ChromeTrace:
+    notes = reader.notes
+    text = trailer.strip()
+    if not reader.done:
+        lost = len(text)
+        notes.append(
+            f"file cut short: kept every complete event, {lost} bytes after the last one were lost"
+        )
+    elif text.strip(b",}\n\r\t ").strip():
+        extra = _decode_object(b"{" + text.lstrip(b", \n\r\t"))
+        if extra is None:
+            notes.append("the keys after traceEvents could not be read (file cut short?)")
+        else:
+            header = {**header, **extra}
+    if reader.empty_events:
+        notes.append(f"skipped {reader.empty_events} empty {{}} events")
+    if reader.cols.wide_ints:
+        notes.append(f"{reader.cols.wide_ints} ids did not fit in int64 and were set to -1")
+    columns, vocab = reader.cols.finish()
+    base = header.get("baseTimeNanoseconds")
+    relative = columns["ts_ns"].size and int(columns["ts_ns"].max()) < (base or 0)
+    if isinstance(base, int) and relative:
+        # torch >= 2.4: ts is relative to the base; older traces are absolute already
+        columns["ts_ns"] += base
+    processes, threads = {}, {}
+    for m in reader.meta:
+        value = m.args.name if isinstance(m.args.name, str) else None
+        if value is not None and m.name == "process_name":
+            processes[str(m.pid)] = value
+        elif value is not None and m.name == "thread_name":
+            threads[(str(m.pid), str(m.tid))] = value
+    return ChromeTrace(reader.path, header, columns, vocab, processes, threads, notes, total)
+
+
+# Kineto category -> track; every other category is host work ("cpu").
+CATEGORY_TRACKS = {
+    "kernel": "gpu",
+    "Kernel": "gpu",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "xpu_runtime": "runtime",
+    "xpu_driver": "runtime",
+    "hip_runtime": "runtime",
+    "Runtime": "runtime",
+    "Driver": "runtime",
+}
+
+
+def kineto_tracks(trace: ChromeTrace, comm: np.ndarray) -> np.ndarray:
+    """Track of every event (codes into ``schema.TRACKS``) from its category and name.
+
+    ``comm`` says, per name code, whether the name matches a communication pattern;
+    such kernels and host spans go on the ``comm`` track.
+    """
+    from .schema import TRACKS
+
+    code = {t: i for i, t in enumerate(TRACKS)}
+    by_cat = np.array(
+        [code[CATEGORY_TRACKS.get(c or "", "cpu")] for c in trace.vocab["cat"]] or [0],
+        dtype=np.int8,
+    )
+    tracks = by_cat[trace.columns["cat"]]
+    movable = (tracks == code["gpu"]) | (tracks == code["cpu"])
+    tracks[movable & comm[trace.columns["name"]]] = code["comm"]
+    tracks[trace.columns["instant"]] = code["instant"]
+    return tracks
