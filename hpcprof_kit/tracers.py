@@ -1,0 +1,186 @@
+"""Vendor tracer wrappers: unitrace (Aurora), nsys and ncu (Polaris), tracing only chosen ranks.
+
+``wrapper_script(tracer, system)`` renders a bash script that the job launches as
+``bash "$HPCPROF_RUN_DIR/tracer.sh" <command>`` on every rank. A rank is traced when its local
+rank equals ``PROFRANK`` and its global rank is below ``RANKCUTOFF`` (empty: no cutoff); every
+other rank runs the command plainly with ``exec "$@"``. Both numbers are baked in as defaults
+and can be overridden at run time through the environment of the same name. Outputs go to
+``$HPCPROF_RUN_DIR/traces/<tool>/`` (``./traces/<tool>/`` outside a job).
+
+>>> script = wrapper_script("nsys", "polaris", profrank=0, rankcutoff=4)
+>>> 'RANKCUTOFF="${RANKCUTOFF-4}"' in script and '%q{PMI_RANK}' in script
+True
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.systems import System, load_system
+
+# Where each launcher puts the global rank, as the tool's own %q{VAR} should read it.
+RANK_VAR_OF_LAUNCHER = {"pals": "PMI_RANK", "hydra": "PMI_RANK", "srun": "SLURM_PROCID"}
+# The reference's variable chains (systems.md "Rank variables"), first set wins.
+RANK_CHAIN = (
+    "RANK",
+    "PMIX_RANK",
+    "PALS_RANKID",
+    "PMI_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "SLURM_PROCID",
+)
+LOCAL_RANK_CHAIN = (
+    "LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+)  # fmt: skip
+
+# Each tool: what it is for, the environment it needs, and its traced command line.
+# $out is the tool's output folder, $run the run directory's name; $RANK_VAR becomes
+# the launcher's rank variable, which the tool expands itself (%q{VAR}).
+TRACERS: dict[str, dict[str, object]] = {
+    "unitrace": {
+        "title": "Intel unitrace (pti-gpu): host, Level Zero, SYCL, oneCCL, oneDNN and ITT timelines",
+        "setup": [
+            "# PyTorch ops reach unitrace as ITT tasks: the kit's profiling helpers honour this",
+            "# and wrap the loop in torch.autograd.profiler.emit_itt().",
+            "export HPCPROF_EMIT_ITT=1",
+            'report="$out/${run}_rank${rank}"',
+        ],
+        "command": [
+            "unitrace",
+            "--chrome-mpi-logging",
+            "--chrome-sycl-logging",
+            "--chrome-device-logging",
+            "--chrome-ccl-logging",
+            "--chrome-call-logging",
+            "--chrome-dnn-logging",
+            "--device-timing",
+            "--host-timing",
+            "--ccl-summary-report",
+            "--output-dir-path",
+            '"$out"',
+            "--output",
+            '"${report}.txt"',
+        ],
+    },
+    "nsys": {
+        "title": "NVIDIA Nsight Systems: one timeline report per traced rank",
+        "setup": [
+            "# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.",
+            'export TMPDIR="$out/tmp"',
+            'mkdir -p "$TMPDIR"',
+        ],
+        "command": [
+            "nsys",
+            "profile",
+            "-o",
+            '"$out/${run}_%q{$RANK_VAR}"',
+            "--stats=true",
+            "--show-output=true",
+        ],
+    },
+    "ncu": {
+        "title": "NVIDIA Nsight Compute: kernel metrics (set NCU_SET, and NCU_KERNEL to pick a kernel)",
+        "setup": [
+            "# --set roofline|detailed|full; -k limits collection to kernels of that name.",
+            'ncu_args=(--set "${NCU_SET:-detailed}")',
+            'if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi',
+        ],
+        "command": ["ncu", '"${ncu_args[@]}"', "-o", '"$out/${run}_%q{$RANK_VAR}"'],
+    },
+}
+
+
+def _chain(names: tuple[str, ...], default: str) -> str:
+    """A bash expansion that takes the first set variable: ${A:-${B:-...}}."""
+    text = default
+    for name in reversed(names):
+        text = f"${{{name}:-{text}}}"
+    return text
+
+
+def _system(system: str | System) -> System:
+    return system if isinstance(system, System) else load_system(system)
+
+
+def wrapper_script(
+    tracer: str,
+    system: str | System,
+    profrank: int = 0,
+    rankcutoff: int | None = None,
+) -> str:
+    """The bash wrapper that runs ``tracer`` on the selected ranks of a job on ``system``.
+
+    >>> print(wrapper_script("ncu", "polaris").splitlines()[1])
+    # hpcprof-kit tracer wrapper: ncu on polaris
+    """
+    sysrec = _system(system)
+    if tracer not in TRACERS:
+        raise SpecError(
+            f"tracer {tracer!r} is unknown (known: {', '.join(TRACERS)}); pick one of them"
+        )
+    if tracer not in sysrec.vendor_tracers:
+        offered = ", ".join(sysrec.vendor_tracers) or "none"
+        raise SpecError(
+            f"tracer {tracer!r} is not offered on {sysrec.name} (its record lists: {offered}); "
+            f"pick one of those, or add {tracer!r} to vendor_tracers in {sysrec.source}"
+        )
+    for name, value in (("profrank", profrank), ("rankcutoff", rankcutoff)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise SpecError(f"{name}={value!r} must be a whole number >= 0 (e.g. {name}=0)")
+    if rankcutoff == 0:
+        raise SpecError("rankcutoff=0 traces no rank; use rankcutoff >= 1, or None for no cutoff")
+    tool = TRACERS[tracer]
+    rank_var = RANK_VAR_OF_LAUNCHER.get(sysrec.launcher, "PMI_RANK")
+    command = " ".join(str(part) for part in tool["command"]).replace("$RANK_VAR", rank_var)
+    cutoff = "" if rankcutoff is None else str(rankcutoff)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# hpcprof-kit tracer wrapper: {tracer} on {sysrec.name}",
+        f"# {tool['title']}.",
+        "# Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF",
+        "# (empty: no cutoff); every other rank runs the command plainly.",
+        "# Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)",
+        "set -euo pipefail",
+        'if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi',
+        "",
+        f'PROFRANK="${{PROFRANK-{profrank}}}"',
+        f'RANKCUTOFF="${{RANKCUTOFF-{cutoff}}}"',
+        f'rank="{_chain(RANK_CHAIN, "0")}"',
+        f'local_rank="{_chain(LOCAL_RANK_CHAIN, "0")}"',
+        "",
+        'if [[ "$local_rank" != "$PROFRANK" ]] || { [[ -n "$RANKCUTOFF" ]] && (( rank >= RANKCUTOFF )); }; then',
+        '    exec "$@"',
+        "fi",
+        "",
+        'run_dir="${HPCPROF_RUN_DIR:-$PWD}"',
+        'run="$(basename "$run_dir")"',
+        f'out="$run_dir/traces/{tracer}"',
+        'mkdir -p "$out"',
+        *tool["setup"],  # type: ignore[misc]
+        f'echo "hpcprof-kit: {tracer} traces rank $rank (local rank $local_rank) into $out" >&2',
+        f'exec {command} "$@"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def traced_ranks(
+    world_size: int, ranks_per_node: int, profrank: int = 0, rankcutoff: int | None = None
+) -> list[int]:
+    """The ranks a wrapper traces when ranks fill nodes in order (block placement).
+
+    >>> traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
+    [0, 12]
+    """
+    return [
+        r
+        for r in range(world_size)
+        if r % ranks_per_node == profrank and (rankcutoff is None or r < rankcutoff)
+    ]
+
+
+def wrapper_launch_line(tracer_path: str, command: list[str]) -> str:
+    """How the job starts each rank through the wrapper (one line, shell-quoted)."""
+    return " ".join(["bash", shlex.quote(tracer_path), *map(shlex.quote, command)])
