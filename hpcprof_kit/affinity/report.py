@@ -9,8 +9,8 @@ fine) into a table, and :func:`compare` sets it beside a :class:`BindingPlan`.
 
 >>> table = parse_report("affinity_report host=a rank=1 local_rank=1 world_size=2 cpus=0-1 "
 ...                      "online=0-1 numa=0 device=cpu")
->>> table.loc[0, ["rank", "cpus", "unbound"]].tolist()
-[1, '0-1', True]
+>>> table[["rank", "cpus", "unbound"]].to_dict("records")
+[{'rank': 1, 'cpus': '0-1', 'unbound': True}]
 """
 
 from __future__ import annotations
