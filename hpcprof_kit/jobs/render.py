@@ -108,6 +108,11 @@ def tracer_wrapper(spec: JobSpec, sysrec: System) -> str:
     return text.rstrip("\n")
 
 
+def _looks_expanded(word: str) -> bool:
+    # shellcheck (SC2016) flags '$x' in single quotes; here the literal text is intended.
+    return "$" in word or "`" in word
+
+
 def _quote_all(words) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
@@ -128,7 +133,8 @@ def template_values(spec: JobSpec) -> dict[str, object]:
     quoted_command = _quote_all(command)
     if wrapper:
         quoted_command = 'bash "$HPCPROF_RUN_DIR/tracer.sh" ' + quoted_command
-    exports = {**sysrec.env_vars, **plan_env, **spec.env}
+    # spec.env in name order: the same spec (from JSON or not) gives the same text
+    exports = {**sysrec.env_vars, **plan_env, **dict(sorted(spec.env.items()))}
     queue = spec.queue if spec.queue is not None else sysrec.default_queue
     what = EXAMPLES[spec.example].about if spec.command is None else "a custom command"
     last = spec.rankcutoff if spec.rankcutoff is not None else spec.profrank
@@ -150,7 +156,8 @@ def template_values(spec: JobSpec) -> dict[str, object]:
         "keep": sysrec.extra.get("pbs_keep", ""),
         "workdir_default": _WORKDIR_DEFAULT.get(sysrec.scheduler, "$PWD"),
         "setup": list(spec.setup if spec.setup is not None else sysrec.setup_lines),
-        "exports": [(k, shlex.quote(str(v))) for k, v in exports.items()],
+        "exports": [(k, shlex.quote(str(v)), _looks_expanded(str(v))) for k, v in exports.items()],
+        "literal_command": any(_looks_expanded(w) for w in command),
         "tracer": spec.tracer,
         "traced_ranks": f"{spec.profrank}-{last}" if last != spec.profrank else str(last),
         "tracer_script": wrapper,

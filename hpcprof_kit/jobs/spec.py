@@ -121,7 +121,11 @@ class JobSpec:
                 f"name {self.job_name!r} is not safe for the scheduler and the shell: use 1-64 "
                 "letters, digits, '.', '_' or '-', starting with a letter"
             )
-        queue = sysrec.queue(self.queue)
+        if self.queue and set(sysrec.queues) == {""}:
+            # A generic record (one unnamed queue): any site partition, with those limits.
+            queue = replace(sysrec.queue(""), name=self.queue)
+        else:
+            queue = sysrec.queue(self.queue)
         self._check_ints(queue.min_nodes, queue.max_nodes, queue.name, where)
         secs, limit = walltime_seconds(self.walltime), walltime_seconds(queue.max_walltime)
         if secs == 0:

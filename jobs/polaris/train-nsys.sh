@@ -1,0 +1,67 @@
+#!/bin/bash
+#PBS -N hpcprof-train-nsys
+#PBS -A YOUR_PROJECT
+#PBS -q debug
+#PBS -l select=1:system=polaris
+#PBS -l place=scatter
+#PBS -l walltime=00:10:00
+#PBS -l filesystems=home:eagle
+#PBS -k doe
+# train on polaris: DDP training of a small Transformer
+# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+set -eo pipefail
+
+# The run directory holds this script, its outputs, traces/, tables/ and timings/.
+export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${PBS_O_WORKDIR:-$PWD}}"
+export HPCPROF_SYSTEM=polaris
+cd "$HPCPROF_RUN_DIR"
+mkdir -p traces tables timings
+
+# Site environment
+module use /soft/modulefiles
+module load conda
+conda activate
+
+# Environment for every rank
+export NCCL_NET_GDR_LEVEL=PHB
+export NCCL_CROSS_NIC=1
+export NCCL_COLLNET_ENABLE=1
+export NCCL_NET='AWS Libfabric'
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_MR_CACHE_MONITOR=userfaultfd
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+
+# Vendor tracer wrapper (nsys): traces rank(s) 0, runs the others plainly.
+cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
+#!/usr/bin/env bash
+# hpcprof-kit tracer wrapper: nsys on polaris
+# NVIDIA Nsight Systems: one timeline report per traced rank.
+# Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF
+# (empty: no cutoff); every other rank runs the command plainly.
+# Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)
+set -euo pipefail
+if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi
+
+PROFRANK="${PROFRANK-0}"
+RANKCUTOFF="${RANKCUTOFF-}"
+rank="${RANK:-${PMIX_RANK:-${PALS_RANKID:-${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}}}}}"
+local_rank="${LOCAL_RANK:-${PALS_LOCAL_RANKID:-${PMIX_LOCAL_RANK:-${PMI_LOCAL_RANK:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}}}"
+
+if [[ "$local_rank" != "$PROFRANK" ]] || { [[ -n "$RANKCUTOFF" ]] && (( rank >= RANKCUTOFF )); }; then
+    exec "$@"
+fi
+
+run_dir="${HPCPROF_RUN_DIR:-$PWD}"
+run="$(basename "$run_dir")"
+out="$run_dir/traces/nsys"
+mkdir -p "$out"
+# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.
+export TMPDIR="$out/tmp"
+mkdir -p "$TMPDIR"
+echo "hpcprof-kit: nsys traces rank $rank (local rank $local_rank) into $out" >&2
+exec nsys profile -o "$out/${run}_%q{PMI_RANK}" --stats=true --show-output=true "$@"
+HPCPROF_TRACER_EOF
+
+# 1 node(s) x 4 rank(s) per node = 4 rank(s)
+mpiexec -n 4 -ppn 4 --cpu-bind list:24-31:16-23:8-15:0-7 -l --line-buffer --hostfile "$PBS_NODEFILE" \
+    bash "$HPCPROF_RUN_DIR/tracer.sh" python3 -m hpcprof_kit.apps.train

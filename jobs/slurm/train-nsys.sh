@@ -1,0 +1,51 @@
+#!/bin/bash
+#SBATCH -J hpcprof-train-nsys
+#SBATCH -N 1
+#SBATCH --ntasks-per-node=2
+#SBATCH -t 00:10:00
+#SBATCH -o stdout
+#SBATCH -e stderr
+# train on slurm: DDP training of a small Transformer
+# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+set -eo pipefail
+
+# The run directory holds this script, its outputs, traces/, tables/ and timings/.
+export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"
+export HPCPROF_SYSTEM=slurm
+cd "$HPCPROF_RUN_DIR"
+mkdir -p traces tables timings
+
+# Vendor tracer wrapper (nsys): traces rank(s) 0, runs the others plainly.
+cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
+#!/usr/bin/env bash
+# hpcprof-kit tracer wrapper: nsys on slurm
+# NVIDIA Nsight Systems: one timeline report per traced rank.
+# Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF
+# (empty: no cutoff); every other rank runs the command plainly.
+# Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)
+set -euo pipefail
+if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi
+
+PROFRANK="${PROFRANK-0}"
+RANKCUTOFF="${RANKCUTOFF-}"
+rank="${RANK:-${PMIX_RANK:-${PALS_RANKID:-${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}}}}}"
+local_rank="${LOCAL_RANK:-${PALS_LOCAL_RANKID:-${PMIX_LOCAL_RANK:-${PMI_LOCAL_RANK:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}}}"
+
+if [[ "$local_rank" != "$PROFRANK" ]] || { [[ -n "$RANKCUTOFF" ]] && (( rank >= RANKCUTOFF )); }; then
+    exec "$@"
+fi
+
+run_dir="${HPCPROF_RUN_DIR:-$PWD}"
+run="$(basename "$run_dir")"
+out="$run_dir/traces/nsys"
+mkdir -p "$out"
+# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.
+export TMPDIR="$out/tmp"
+mkdir -p "$TMPDIR"
+echo "hpcprof-kit: nsys traces rank $rank (local rank $local_rank) into $out" >&2
+exec nsys profile -o "$out/${run}_%q{SLURM_PROCID}" --stats=true --show-output=true "$@"
+HPCPROF_TRACER_EOF
+
+# 1 node(s) x 2 rank(s) per node = 2 rank(s)
+srun -N 1 --ntasks-per-node 2 --mpi=pmi2 \
+    bash "$HPCPROF_RUN_DIR/tracer.sh" python3 -m hpcprof_kit.apps.train
