@@ -1,0 +1,28 @@
+"""Optional ipywidgets fronts over the kit's own objects (ipywidgets is imported lazily).
+
+>>> from hpcprof_kit.widgets import job_form, job_monitor, schedule_explorer   # doctest: +SKIP
+>>> form = job_form(system="local", ranks_per_node=2, profile=True)             # doctest: +SKIP
+>>> form            # in a notebook: the fields, the live script preview, a Submit button
+>>> job = form.submit()                                                          # doctest: +SKIP
+>>> job_monitor(job)   # progress bar, state and output tail, updated while the job runs
+>>> schedule_explorer(steps=8)   # sliders redraw the profiler schedule and its table
+
+Each front is a small class holding its widgets as attributes (``form.nodes``,
+``form.preview``, ``monitor.bar``, ``explorer.sliders``), so its logic can be driven headless:
+set ``.value``, call ``button.click()``, read the text it shows.
+"""
+
+from __future__ import annotations
+
+from hpcprof_kit.widgets.explorer import ScheduleExplorer, schedule_explorer
+from hpcprof_kit.widgets.form import JobForm, job_form
+from hpcprof_kit.widgets.monitor import JobMonitor, job_monitor
+
+__all__ = [
+    "JobForm",
+    "JobMonitor",
+    "ScheduleExplorer",
+    "job_form",
+    "job_monitor",
+    "schedule_explorer",
+]
