@@ -2,10 +2,10 @@
 
 >>> from hpcprof_kit.widgets import job_form, job_monitor, schedule_explorer   # doctest: +SKIP
 >>> form = job_form(system="local", ranks_per_node=2, profile=True)             # doctest: +SKIP
->>> form            # in a notebook: the fields, the live script preview, a Submit button
+>>> form      # the fields, the live script preview, a Submit button   # doctest: +SKIP
 >>> job = form.submit()                                                          # doctest: +SKIP
->>> job_monitor(job)   # progress bar, state and output tail, updated while the job runs
->>> schedule_explorer(steps=8)   # sliders redraw the profiler schedule and its table
+>>> job_monitor(job)   # progress, state and output tail, kept live           # doctest: +SKIP
+>>> schedule_explorer(steps=8)   # sliders redraw the schedule and its table  # doctest: +SKIP
 
 Each front is a small class holding its widgets as attributes (``form.nodes``,
 ``form.preview``, ``monitor.bar``, ``explorer.sliders``), so its logic can be driven headless:
