@@ -61,7 +61,8 @@ def step_spans(df: pd.DataFrame) -> pd.DataFrame:
 
     require_table(df)
     rows = []
-    is_step = _is_step(df["name"])
+    # the host's ProfilerStep spans; GPU traces repeat them as gpu_user_annotation, not a step
+    is_step = _is_step(df["name"]) & (df["track"].astype(str).to_numpy() == "cpu")
     steps = df[is_step & (df["dur_ns"].to_numpy() > 0)]
     for rank in sorted(df["rank"].unique().tolist()):
         mine = steps[steps["rank"] == rank]

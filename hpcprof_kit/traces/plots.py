@@ -145,7 +145,9 @@ def plot_timeline(
     for y, (_rank, track, s, e) in enumerate(lanes):
         xr = np.column_stack([(s - t0) / 1e6, (e - s) / 1e6])
         ax.broken_barh(xr, (y - 0.4, 0.8), facecolors=COLORS[track], linewidth=0)
-    _draw_steps(ax, df[is_step], lanes, t0)
+    _draw_steps(
+        ax, df[is_step & (codes == cats.index("cpu") if "cpu" in cats else False)], lanes, t0
+    )
     ax.set_yticks(range(len(lanes)), [f"rank {r} {t}" for r, t, _, _ in lanes], fontsize=8)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     ax.set_xlim(0, (t1 - t0) / 1e6)
