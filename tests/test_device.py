@@ -1,0 +1,112 @@
+"""Device detection, properties, local devices and the IPEX fallback."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from hpcprof_kit import device
+from hpcprof_kit.errors import DeviceError
+
+
+def test_this_machine_detects_cpu(monkeypatch):
+    monkeypatch.delenv("HPCPROF_DEVICE", raising=False)
+    assert device.detect() == "cpu" and device.device_count() == 1
+
+
+def test_override_by_environment_and_bad_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("HPCPROF_DEVICE", "XPU")
+    assert device.detect() == "xpu"
+    assert device.device_count() == 0  # no Intel GPU here: nothing to count
+    monkeypatch.setenv("HPCPROF_DEVICE", "gpu")
+    with pytest.raises(
+        DeviceError,
+        match=r"device type 'gpu' \(from the HPCPROF_DEVICE\) is unknown; use one of xpu, cuda, mps, cpu",
+    ):
+        device.detect()
+
+
+def test_cpu_properties_row_has_the_documented_columns():
+    (row,) = device.properties("cpu")
+    assert set(row) == {"index", "type", "name", "memory_gib", "compute_units", "driver"}
+    assert row["driver"].startswith("torch 2.") and row["compute_units"] >= 1
+
+
+def test_local_device_beyond_the_count_names_count_and_fix():
+    with pytest.raises(
+        DeviceError,
+        match=r"local rank 3 asks for xpu:3 but this process sees 0 xpu device\(s\).*ZE_AFFINITY_MASK",
+    ):
+        device.local_device(3, "xpu")
+    assert str(device.local_device(5, "cpu")) == "cpu"
+
+
+def test_hierarchy_notes_say_12_vs_6_devices(monkeypatch):
+    monkeypatch.delenv("ZE_FLAT_DEVICE_HIERARCHY", raising=False)
+    assert device.hierarchy() == "FLAT" and "12 devices" in device.HIERARCHY_NOTES["FLAT"]
+    monkeypatch.setenv("ZE_FLAT_DEVICE_HIERARCHY", "composite")
+    assert device.hierarchy() == "COMPOSITE" and "6 devices" in device.HIERARCHY_NOTES["COMPOSITE"]
+
+
+def test_topology_is_none_without_the_vendor_tool():
+    assert device.topology("cpu") is None
+    assert device.topology("xpu") is None  # no xpu-smi on this machine
+
+
+def _model():
+    import torch
+
+    model = torch.nn.Linear(3, 3)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_optimize_on_cpu_leaves_everything_unchanged():
+    model, opt = _model()
+    m2, o2, note = device.optimize(model, opt, "cpu")
+    assert m2 is model and o2 is opt and note == "stock PyTorch on cpu: IPEX is only used on XPU"
+
+
+def test_optimize_falls_back_cleanly_standin_broken_ipex(tmp_path, monkeypatch):
+    # A stand-in for IPEX 2.8 under torch 2.13: the package raises while importing.
+    pkg = tmp_path / "intel_extension_for_pytorch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "import intel_extension_for_pytorch._core\n"
+        "raise RuntimeError('Intel Extension for PyTorch needs PyTorch 2.8.*, found 2.13.0')\n"
+    )
+    (pkg / "_core.py").write_text("LOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model, opt = _model()
+    m2, o2, note = device.optimize(model, opt, "xpu")
+    assert m2 is model and o2 is opt
+    assert note == ("stock torch.xpu: intel-extension-for-pytorch failed to import "
+                    "(RuntimeError: Intel Extension for PyTorch needs PyTorch 2.8.*, found 2.13.0)")  # fmt: skip
+    assert not [m for m in sys.modules if m.startswith("intel_extension_for_pytorch")]
+
+
+def test_optimize_uses_ipex_when_it_works_standin_working_ipex(tmp_path, monkeypatch):
+    pkg = tmp_path / "intel_extension_for_pytorch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "__version__ = '9.9'\n"
+        "def optimize(model, optimizer=None):\n"
+        "    model.ipex_optimized = True\n"
+        "    return model, optimizer\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "intel_extension_for_pytorch", raising=False)
+    model, opt = _model()
+    try:
+        m2, _, note = device.optimize(model, opt, "xpu")
+    finally:
+        sys.modules.pop("intel_extension_for_pytorch", None)
+    assert (
+        m2.ipex_optimized
+        and note == "intel-extension-for-pytorch 9.9: ipex.optimize applied on xpu"
+    )
+
+
+def test_name_mapping_is_data():
+    assert device.CUDA_TO_XPU["nccl"] == "xccl"
+    assert device.CUDA_TO_XPU["CUDA_VISIBLE_DEVICES"] == "ZE_AFFINITY_MASK"

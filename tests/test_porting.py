@@ -1,0 +1,106 @@
+"""The CUDA->XPU port on the syntax tree: golden diffs, what is left over, bad input."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.errors import PortError
+from hpcprof_kit.porting import ACCELERATOR_NAMES, XPU_SAME_NAME, port_file, port_source
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "cuda_train_alcf_style.py"
+GOLDEN = REPO / "tests" / "golden" / "port"
+# What would still tie the code to NVIDIA: CUDA namespaces, device strings, NCCL, CUDA profiling.
+CUDA_ONLY = re.compile(
+    r"torch\.cuda\b|\.cuda\(|[\"']cuda(:\d+)?[\"']|f[\"']cuda:|\bnccl\b|ProfilerActivity\.CUDA|cuda_time_total"
+)
+
+
+@pytest.mark.parametrize(("target", "ipex"), [("xpu", True), ("agnostic", False)])
+def test_alcf_style_script_matches_golden_diff_and_keeps_no_cuda_only_call(target, ipex):
+    result = port_file(EXAMPLE, target, ipex=ipex)
+    assert result.diff() == (GOLDEN / f"cuda_train_alcf_style.{target}.diff").read_text()
+    ast.parse(result.code)  # still Python
+    leftovers = [ln for ln in result.code.splitlines() if CUDA_ONLY.search(ln)]
+    assert leftovers == []
+    # The one CUDA-only setting left is listed with its line number, not silently kept.
+    assert [(line, code) for line, code, _ in result.not_ported] == [
+        (27, "torch.backends.cudnn.benchmark")
+    ]
+    # Comments survive the rewrite.
+    assert "# fixed port: clashes when two jobs share a node" in result.code
+
+
+def test_xpu_target_uses_stock_names_and_optional_ipex_lines():
+    result = port_file(EXAMPLE, "xpu", ipex=True)
+    lines = result.code.splitlines()
+    assert (
+        'dist.init_process_group(backend="xccl", init_method="env://", rank=RANK, world_size=SIZE)'
+        in lines
+    )
+    # ipex.optimize comes right after the optimizer and before the DDP wrap.
+    opt = lines.index("optimizer = torch.optim.Adam(model.parameters(), lr=0.001 * SIZE)")
+    assert lines[opt + 1] == "model, optimizer = ipex.optimize(model, optimizer=optimizer)"
+    assert lines[opt + 2].startswith("model = DDP(")
+
+
+def test_each_portable_name_exists_in_this_torch():
+    import torch
+
+    assert sorted(n for n in XPU_SAME_NAME if not hasattr(torch.xpu, n)) == []
+    assert sorted(n for n in ACCELERATOR_NAMES.values() if not hasattr(torch.accelerator, n)) == []
+
+
+def test_unknown_torch_cuda_api_is_listed_with_its_line():
+    src = "import torch\n\nx = torch.cuda.nvtx.range_push('a')\ny = torch.cuda.ipc_collect()\n"
+    result = port_source(src)
+    assert [(line, code) for line, code, _ in result.not_ported] == [
+        (3, "torch.cuda.nvtx.range_push"), (4, "torch.cuda.ipc_collect")]  # fmt: skip
+    assert "torch.cuda.ipc_collect()" in result.code  # left as it was, for a human
+
+
+def test_fstrings_and_cuda_with_index():
+    result = port_source('d = f"cuda:{r}"\nm.cuda(1)\nt = "cuda"\n')
+    assert result.code == 'd = f"xpu:{r}"\nm.cuda(1)\nt = "xpu"\n'
+    assert [line for line, _, _ in result.not_ported] == [2]
+
+
+def test_agnostic_defines_device_type_after_the_imports_and_runs_here():
+    src = "import torch\n\nx = torch.ones(2).cuda()\nok = torch.cuda.is_available()\n"
+    code = port_source(src, "agnostic").code
+    assert code.splitlines()[1].startswith("device_type = torch.accelerator.current_accelerator()")
+    scope: dict = {}
+    exec(compile(code, "ported", "exec"), scope)  # the ported code runs on this CPU machine
+    assert scope["x"].device.type == scope["device_type"] == "cpu" and scope["ok"] is False
+
+
+def test_not_python_does_not_parse_and_nothing_is_written(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("def f(:\n    x.cuda()\n")
+    with pytest.raises(
+        PortError, match=r"broken.py does not parse as Python \(line 1.*nothing was written"
+    ):
+        port_file(bad, write=True)
+    assert (
+        bad.read_text() == "def f(:\n    x.cuda()\n" and not (tmp_path / "broken.py.orig").exists()
+    )
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x.cuda()")
+    with pytest.raises(PortError, match=r"notes.txt is not a Python file"):
+        port_file(notes, write=True)
+
+
+def test_write_keeps_the_original_and_refuses_to_overwrite_a_backup(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    port_file(script, write=True)
+    assert script.read_text() == 'import torch\nx = torch.zeros(1).to("xpu")\n'
+    assert (tmp_path / "train.py.orig").read_text() == "import torch\nx = torch.zeros(1).cuda()\n"
+    script.write_text("y = 'cuda:0'\n")
+    with pytest.raises(PortError, match=r"train.py.orig exists already"):
+        port_file(script, write=True)
+    assert script.read_text() == "y = 'cuda:0'\n"
