@@ -1,0 +1,168 @@
+"""``hpcprof-kit traces summary|top|plot|merge`` and ``hpcprof-kit timings``: traces from a shell.
+
+>>> from hpcprof_kit.cli import main
+>>> main(["traces", "summary", "runs/x/traces"])      # doctest: +SKIP
+rank  kind  events  steps  wall_ms  compute_ms  comm_ms  memory_ms  host_ms  idle_ms
+...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+PLOTS = ("timeline", "breakdown", "heatmap")
+NAME_WIDTH = 60
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "traces",
+        help="summarise, rank, plot or merge profiler traces (all ranks at once)",
+        description="Read the Kineto/unitrace traces of a run (a file, a folder or a glob) and "
+        "print where the time went.",
+    )
+    sub = p.add_subparsers(dest="traces_command", metavar="ACTION", required=True)
+
+    s = sub.add_parser("summary", help="per rank: events, steps and the step breakdown totals")
+    s.add_argument("path", metavar="PATH", help="trace file, traces/ folder or glob")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.set_defaults(func=cmd_summary)
+
+    t = sub.add_parser("top", help="the ops or kernels with the most self time")
+    t.add_argument("path", metavar="PATH")
+    t.add_argument("--by", choices=("op", "kernel"), default="op")
+    t.add_argument("-n", type=int, default=20, help="rows (default 20)")
+    t.set_defaults(func=cmd_top)
+
+    g = sub.add_parser("plot", help="draw a timeline, breakdown or rank heatmap to a PNG file")
+    g.add_argument("path", metavar="PATH")
+    g.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
+    g.add_argument("--kind", choices=PLOTS, default="timeline")
+    g.set_defaults(func=cmd_plot)
+
+    m = sub.add_parser("merge", help="one chrome trace of every rank, for ui.perfetto.dev")
+    m.add_argument("path", metavar="PATH")
+    m.add_argument("-o", "--output", required=True, help="merged .json file (must not exist)")
+    m.set_defaults(func=cmd_merge)
+
+    tm = subparsers.add_parser(
+        "timings",
+        help="summarise the apps' per-rank timing JSON of one or more runs",
+        description="Read timings/ of run directories and print per-op statistics or compute vs comm.",
+    )
+    tm.add_argument(
+        "paths", metavar="PATH", nargs="+", help="run directories, timings/ folders, files"
+    )
+    tm.add_argument("--compute-vs-comm", action="store_true", help="one row per configuration")
+    tm.add_argument("-o", "--output", help="also draw compute vs comm to this image file")
+    tm.set_defaults(func=cmd_timings)
+
+
+def _load(path: str):
+    from hpcprof_kit.traces import load
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = load(path)
+    for w in caught:  # the loader's findings (no rank in file, bytes lost) go to stderr
+        print(f"warning: {w.message}", file=sys.stderr)
+    return df
+
+
+def summary_table(df):
+    """Per rank: kind, events, steps, and the breakdown parts summed over the steps (ms)."""
+    from hpcprof_kit.traces.analyses import PARTS, step_breakdown
+
+    bd = step_breakdown(df)
+    cols = ["wall_ns", *(f"{p}_ns" for p in PARTS)]
+    totals = bd.groupby("rank")[cols].sum() / 1e6
+    totals.columns = [c.replace("_ns", "_ms") for c in cols]
+    steps = bd[bd["step"] >= 0].groupby("rank").size()
+    out = totals.copy()
+    out.insert(0, "steps", steps.reindex(out.index, fill_value=0))
+    out.insert(0, "events", df.groupby("rank").size().reindex(out.index))
+    out.insert(0, "kind", bd.groupby("rank")["kind"].first())
+    return out.reset_index()
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    table = summary_table(_load(args.path))
+    if args.json:
+        print(json.dumps(table.round(3).to_dict(orient="records"), indent=1))
+    else:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if (table["steps"] == 0).any():
+            print(
+                "note: ranks with 0 steps have no ProfilerStep events; their whole trace is step -1"
+            )
+    return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from hpcprof_kit.traces.analyses import top_kernels, top_ops
+
+    df = _load(args.path)
+    table = (top_ops if args.by == "op" else top_kernels)(df, n=args.n)
+    if table.empty:
+        print(f"no {args.by}s in this trace (top kernels need device events)")
+        return 1
+    # C++ kernel names run to thousands of characters; the table shows their start
+    table.index = [
+        name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..." for name in table.index
+    ]
+    print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from hpcprof_kit.traces import plots
+
+    draw = {
+        "timeline": plots.plot_timeline,
+        "breakdown": plots.plot_breakdown,
+        "heatmap": plots.plot_rank_heatmap,
+    }
+    result = draw[args.kind](_load(args.path))
+    print(result.save(args.output))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hpcprof_kit.errors import SpecError
+
+    if Path(args.output).exists():
+        raise SpecError(
+            f"-o {args.output} exists already; pick a new file name (nothing is overwritten)"
+        )
+    try:
+        from hpcprof_kit.traces import merge_to_chrome
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(
+            "merging needs hpcprof_kit.traces.merge_to_chrome, which this installation lacks; "
+            "update the kit"
+        ) from exc
+    written = merge_to_chrome(args.path, args.output)
+    print(written if written is not None else args.output)
+    return 0
+
+
+def cmd_timings(args: argparse.Namespace) -> int:
+    from hpcprof_kit import timing
+
+    table = timing.load_timings(list(args.paths))
+    out = timing.compute_vs_comm(table) if args.compute_vs_comm else timing.timing_summary(table)
+    print(out.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.output:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        print(timing.plot_compute_vs_comm(table).save(args.output))
+    return 0
