@@ -1,0 +1,112 @@
+"""The binding experiment: the same training job under several plans, through the jobs layer,
+then what each rank got and how fast it stepped, side by side.
+
+Each job runs the affinity report and then the training app under one launcher binding, so the
+report describes exactly the processes that were timed. Jobs run one after another: two jobs
+sharing the cores at once would spoil both measurements.
+
+>>> from hpcprof_kit.affinity.experiment import run_experiment     # doctest: +SKIP
+>>> exp = run_experiment("local", 2, ["core", "none", "reversed"])  # doctest: +SKIP
+>>> exp.side_by_side()                                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpcprof_kit.affinity.plan import BindingPlan
+from hpcprof_kit.affinity.presets import plan_for
+from hpcprof_kit.affinity.report import compare, parse_report
+from hpcprof_kit.errors import BindingError
+
+# Report first, then train: both under the binding the launcher applied to this rank.
+_COMMAND = (
+    "sh",
+    "-c",
+    'python3 -m hpcprof_kit.apps.affinity_report && exec python3 -m hpcprof_kit.apps.train "$@"',
+    "sh",
+)
+
+
+@dataclass
+class Experiment:
+    """The jobs of one experiment, by plan name, with their plans."""
+
+    plans: dict[str, BindingPlan]
+    jobs: dict[str, object] = field(default_factory=dict)
+
+    def report(self, name: str):
+        """What the ranks of plan ``name`` got (the parsed affinity report)."""
+        job = self.jobs[name]
+        return parse_report((job.run_dir / "stdout").read_text())
+
+    def comparison(self, name: str):
+        """Plan ``name`` against what its ranks got, one verdict per rank."""
+        return compare(self.plans[name], self.report(name))
+
+    def step_times(self, name: str):
+        """Median training step per rank (ms) of plan ``name``'s job."""
+        from hpcprof_kit.timing import load_timings
+
+        t = load_timings(self.jobs[name].run_dir)
+        steps = t[t["op"] == "step"]
+        return steps.groupby("rank")["seconds"].median().mul(1e3).rename("median_step_ms")
+
+    def side_by_side(self):
+        """One row per plan and rank: planned and got CPUs, verdict, median step (ms)."""
+        import pandas as pd
+
+        frames = []
+        for name in self.plans:
+            table = self.comparison(name).merge(
+                self.step_times(name).reset_index(), on="rank", how="left"
+            )
+            frames.append(table.assign(plan=name))
+        cols = ["plan", "rank", "planned", "got", "verdict", "median_step_ms"]
+        return pd.concat(frames, ignore_index=True)[cols].round({"median_step_ms": 2})
+
+
+def run_experiment(
+    system: str = "local",
+    ranks_per_node: int = 2,
+    plans: list[str] | tuple[str, ...] = ("core", "none", "reversed"),
+    *,
+    epochs: int = 1,
+    steps_per_epoch: int = 6,
+    timeout_s: float = 300.0,
+    progress: bool = False,
+    **spec_fields,
+) -> Experiment:
+    """Submit one training job per plan (one after another) and wait for each.
+
+    ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account, queue, walltime...), so
+    the same call runs on Aurora or Polaris with their plans.
+    """
+    from hpcprof_kit.jobs import JobSpec, submit
+
+    exp = Experiment({name: plan_for(system, ranks_per_node, name) for name in plans})
+    for name in plans:
+        if exp.plans[name].needs_wrapper:
+            raise BindingError(
+                f"plan {name!r} masks a different device per rank; the experiment launches "
+                "without a per-rank wrapper: pick a set_device(local_rank) plan"
+            )
+        spec = JobSpec(
+            system=system,
+            example="train",
+            command=_COMMAND,
+            args=("--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)),
+            ranks_per_node=ranks_per_node,
+            binding=name,
+            name=f"bind-{name}",
+            **spec_fields,
+        )
+        job = submit(spec)
+        state = job.wait(timeout=timeout_s, progress=progress)
+        exp.jobs[name] = job
+        if state != "COMPLETED":
+            raise BindingError(
+                f"the job of plan {name!r} ended {state} (exit {job.exit_code}); its last "
+                f"lines:\n{job.tail(10, 'stderr')}"
+            )
+    return exp
