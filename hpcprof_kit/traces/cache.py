@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,18 @@ def _places(path: Path, key: str) -> list[Path]:
     return [beside, Path(home) / "hpcprof_kit" / "traces" / f"{path.name}.{where}.{key}.npz"]
 
 
+def _writable(folder: Path) -> bool:
+    """A folder we may add to: writable, and not marked read-only by its owner.
+
+    The mode bits matter because root may write anywhere, yet a data set shipped read-only
+    (``dr-xr-xr-x``) should stay as its owner left it.
+    """
+    try:
+        return os.access(folder, os.W_OK) and bool(folder.stat().st_mode & 0o222)
+    except OSError:
+        return False
+
+
 def read(path: str | os.PathLike[str], key: str) -> Any | None:
     """The cached table for ``path`` under ``key``, or None when there is none (or it is unreadable)."""
     import pandas as pd
@@ -75,7 +88,7 @@ def read(path: str | os.PathLike[str], key: str) -> Any | None:
                         data[col] = pd.Categorical.from_codes(z[f"{col}.codes"], categories=labels)
                     else:
                         data[col] = z[col]
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             continue  # a damaged copy is just a miss; the trace is parsed again
         df = pd.DataFrame(data)
         df.attrs["ranks"] = {int(r): m for r, m in meta["ranks"].items()}
@@ -99,6 +112,8 @@ def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
     meta = {"columns": columns, "ranks": {str(r): m for r, m in df.attrs.get("ranks", {}).items()}}
     arrays["__meta__"] = np.array(json.dumps(meta, default=str))
     for place in _places(Path(path), key):
+        if place.parent.name == CACHE_DIR and not _writable(place.parent.parent):
+            continue
         try:
             place.parent.mkdir(parents=True, exist_ok=True)
             # write aside, then rename: a reader never sees half a file

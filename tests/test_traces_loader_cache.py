@@ -1,0 +1,93 @@
+"""The columnar cache: a second load skips parsing, a changed file or folder rules apply."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hpcprof_kit.traces import cache as trace_cache
+from hpcprof_kit.traces import kineto, load
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@pytest.fixture
+def trace(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "kineto_xpu-1-of-2.json", folder / "t-1-of-2.json")
+    return folder / "t-1-of-2.json"
+
+
+def _no_parsing(monkeypatch):
+    def refuse(path):
+        raise AssertionError(f"parsed {path} although a cached copy exists")
+
+    monkeypatch.setattr(kineto, "read_chrome", refuse)
+
+
+def test_second_load_comes_from_the_cache_beside_the_traces(trace, monkeypatch):
+    first = load(trace)
+    copies = list((trace.parent / ".hpcprof-cache").glob("t-1-of-2.json.*.npz"))
+    assert len(copies) == 1
+    _no_parsing(monkeypatch)
+    second = load(trace)
+    pd.testing.assert_frame_equal(second, first)
+    assert second.attrs["ranks"] == first.attrs["ranks"]
+
+
+def test_a_changed_file_is_parsed_again(trace, monkeypatch):
+    load(trace)
+    text = trace.read_text().replace('"name": "gemm_kernel"', '"name": "gemm_kernel_v2"')
+    trace.write_text(text)
+    df = load(trace)
+    assert "gemm_kernel_v2" in set(df.name.astype(str))
+
+
+def test_other_comm_patterns_use_another_copy(trace):
+    assert load(trace).set_index("name").loc["gemm_kernel", "track"] == "gpu"
+    mine = load(trace, comm_patterns=[("mine", "^gemm")])
+    assert mine.set_index("name").loc["gemm_kernel", "track"] == "comm"
+
+
+def test_read_only_folder_uses_the_user_cache_folder(trace, tmp_path, monkeypatch):
+    trace.parent.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        first = load(trace)
+        assert not (trace.parent / ".hpcprof-cache").exists()
+        assert (
+            len(list((tmp_path / "xdg" / "hpcprof_kit" / "traces").glob("t-1-of-2.json.*.npz")))
+            == 1
+        )
+        _no_parsing(monkeypatch)
+        pd.testing.assert_frame_equal(load(trace), first)
+    finally:
+        trace.parent.chmod(0o755)
+
+
+def test_nowhere_writable_means_no_cache_and_no_error(trace, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    trace.parent.chmod(0o555)
+    try:
+        df = load(trace)
+        assert len(df) == 9
+        key = trace_cache.cache_key(trace, None)
+        assert trace_cache.read(trace, key) is None
+    finally:
+        trace.parent.chmod(0o755)
+
+
+def test_a_damaged_copy_is_a_miss(trace):
+    first = load(trace)
+    (copy,) = (trace.parent / ".hpcprof-cache").glob("*.npz")
+    copy.write_bytes(b"PK\x03\x04 not really a zip")
+    pd.testing.assert_frame_equal(load(trace), first)
+    assert os.path.getsize(copy) > 100  # rewritten by the second load
