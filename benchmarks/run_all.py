@@ -1,7 +1,7 @@
 """Run every benchmark script (benchmarks/bench_*.py) in turn; each prints its own table.
 
-    make bench                 # all of them
-    python benchmarks/run_all.py loader timeline   # only those whose name contains a word
+make bench                 # all of them
+python benchmarks/run_all.py loader timeline   # only those whose name contains a word
 """
 
 from __future__ import annotations
