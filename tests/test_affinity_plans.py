@@ -265,3 +265,15 @@ def test_affinity_docstring_examples_run(module):
     name = "hpcprof_kit.affinity" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_nb07_checker_accepts_numa_correct_and_hints_on_the_mistake(capsys):
+    from hpcprof_kit.exercises.nb07 import check_polaris_list
+
+    assert check_polaris_list("list:24-31:16-23:8-15:0-7") is True
+    assert "Correct" in capsys.readouterr().out
+    assert check_polaris_list("list:0,1:8,9:16,17:24,25") is False
+    out = capsys.readouterr().out
+    assert out.startswith("Not yet. Hint: rank 0 runs in NUMA domain(s) [0]") and "LAST" in out
+    assert check_polaris_list("list:oops") is False
+    assert "does not parse" in capsys.readouterr().out
