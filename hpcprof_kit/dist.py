@@ -97,6 +97,31 @@ class DistInfo:
         )
 
 
+BANNER_FIELDS: tuple[str, ...] = (
+    "rank",
+    "local_rank",
+    "world",
+    "nodes",
+    "device",
+    "backend",
+    "host",
+)
+
+
+def parse_banners(text: str) -> list[dict[str, str | int]]:
+    """Each rank's banner line found in ``text`` (a job's stdout), sorted by rank.
+
+    >>> parse_banners("noise\\nrank=1 local_rank=1 world=2 nodes=1 device=cpu backend=gloo host=n1\\n")
+    [{'rank': 1, 'local_rank': 1, 'world': 2, 'nodes': 1, 'device': 'cpu', 'backend': 'gloo', 'host': 'n1'}]
+    """
+    rows = []
+    for line in text.splitlines():
+        parts = dict(p.split("=", 1) for p in line.split() if "=" in p)
+        if list(parts) == list(BANNER_FIELDS):
+            rows.append({k: int(v) if v.isdigit() else v for k, v in parts.items()})
+    return sorted(rows, key=lambda r: r["rank"])
+
+
 def _int(env: Mapping[str, str], name: str) -> int:
     raw = env[name]
     try:
@@ -368,5 +393,5 @@ def distributed(
 
 __all__ = [
     "BACKEND_FOR_DEVICE", "DistInfo", "RankInfo", "choose_backend", "distributed",
-    "free_port", "ranks_from_env",
+    "free_port", "parse_banners", "ranks_from_env",
 ]  # fmt: skip

@@ -1,0 +1,30 @@
+"""Notebook 03 exercise: which rank is a process whose launchers disagree?"""
+
+from __future__ import annotations
+
+from hpcprof_kit.exercises import feedback
+
+# Hydra's mpiexec started inside a Slurm job: one proxy per node, so SLURM_PROCID is 0 everywhere.
+PUZZLE_ENV: dict[str, str] = {
+    "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2",
+    "SLURM_NNODES": "2", "PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1",
+    "MPI_LOCALNRANKS": "2",
+}  # fmt: skip
+
+
+def check_rank(rank: int | None, local_rank: int | None) -> bool:
+    """Check the learner's reading of ``PUZZLE_ENV`` against ``ranks_from_env``.
+
+    >>> check_rank(0, 0)
+    Not yet. Hint: Under Slurm, Hydra gives every rank SLURM_PROCID=0; the PMI variables come first.
+    False
+    """
+    from hpcprof_kit.dist import ranks_from_env
+
+    info = ranks_from_env(PUZZLE_ENV, use_mpi=False)
+    return feedback(
+        (rank, local_rank) == (info.rank, info.local_rank),
+        hint="Under Slurm, Hydra gives every rank SLURM_PROCID=0; the PMI variables come first.",
+        well_done=f"Correct - rank {info.rank} (PMI_RANK), local rank {info.local_rank} "
+        "(MPI_LOCALRANKID); SLURM_PROCID describes Hydra's proxy, not the rank.",
+    )
