@@ -1,9 +1,9 @@
-"""Write a synthetic Kineto-layout chrome trace (torch >= 2.4 style) of a chosen size.
+"""Write a synthetic Kineto-layout chrome trace (the layout torch 2.13 writes) of a chosen size.
 
 The layout follows what ``torch.profiler`` exports on a CUDA node: a header with
 ``deviceProperties`` and ``distributedInfo``, ``traceEvents`` in Kineto's pretty-printed
 form (cpu_op, cuda_runtime launches, kernels with correlation ids, memcpy, NCCL kernels,
-``ac2g`` flows, ``ProfilerStep#N`` spans), and the trailer with ``baseTimeNanoseconds``.
+``ac2g`` flows, ``ProfilerStep#N`` spans), with ``baseTimeNanoseconds`` in the header.
 Times are µs with ns decimals relative to the base, as Kineto writes them.
 
 Example (about 2 MB, 11 k events)::
@@ -38,6 +38,8 @@ HEADER = """{{
   "distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": {world}, "pg_count": 1}},
   "record_shapes": 1,
   "with_stack": 0,
+  "displayTimeUnit": "ms",
+  "baseTimeNanoseconds": {base},
   "traceEvents": [
 """
 
@@ -46,9 +48,7 @@ TRAILER = """  {{
     "pid": "", "tid": "", "ts": {end:.3f}
   }}
   ],
-  "traceName": "synthetic-{rank}-of-{world}.json",
-  "displayTimeUnit": "ms",
-  "baseTimeNanoseconds": {base}
+  "traceName": "synthetic-{rank}-of-{world}.json"
 }}"""
 
 CPU = """  {{
@@ -89,7 +89,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
     t = 1_000_000.0 + rank * 3.217  # µs since base; ranks start a little apart
     corr = ext = idx = events = step = 0
     with open(path, "w") as out:
-        out.write(HEADER.format(rank=rank, world=world))
+        out.write(HEADER.format(rank=rank, world=world, base=BASE_NS))
         written = 0
         while written < target:
             parts = []
@@ -144,7 +144,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
             events += 1
             step += 1
             t += 10.0
-        out.write(TRAILER.format(end=t, rank=rank, world=world, base=BASE_NS))
+        out.write(TRAILER.format(end=t, rank=rank, world=world))
     return events + 1
 
 

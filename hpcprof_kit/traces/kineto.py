@@ -80,6 +80,7 @@ _NEEDS_EXACT = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d*[1-9]')
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
 _AFTER_LAST = re.compile(rb"\s*,?\s*$")
+_LEAD = re.compile(rb"[\s,\[]*")
 _BARE_WORDS = re.compile(rb"(:\s*|\[\s*|,\s*)(?:N/A|NaN|-?Infinity|nan|inf)(?=\s*[,}\]])")
 _CONTROL = bytes.maketrans(bytes(range(32)), b" " * 32)
 
@@ -252,17 +253,21 @@ class _Reader:
         self.meta: list = []  # M events
         self.empty_events = 0
         self.done = False  # saw the closing ']' of traceEvents
+        self.relative = False  # baseTimeNanoseconds in the header: ts are small, float64 is exact
 
-    def _decode(self, body: bytes) -> list | None:
-        if not self.exact and _NEEDS_EXACT.search(body):
+    def _decode(self, bracketed: memoryview, body: bytearray) -> list | None:
+        """Decode ``[events]``; ``bracketed`` is a view of the buffer with brackets put in place."""
+        if not self.exact and not self.relative and _NEEDS_EXACT.search(bracketed):
             self.exact = True
         decoder = _EXACT if self.exact else _FAST
         for repair in (False, True) if not self.dirty else (True,):
-            text = _clean(body) if repair else body
+            text = b"[" + _clean(bytes(body)) + b"]" if repair else bracketed
+            if self.exact and not repair:
+                text = bytes(text)  # msgspec.Raw values point into their input: give them a copy
             try:
-                events = decoder.decode(b"[" + text + b"]")
+                events = decoder.decode(text)
             except msgspec.ValidationError:
-                events = self._decode_loose(text)
+                events = self._decode_loose(bytes(text))
             except msgspec.DecodeError:
                 continue
             if repair and not self.dirty:
@@ -271,9 +276,21 @@ class _Reader:
             return events
         return None
 
+    def _decode_in_place(self, buf: bytearray, start: int, stop: int) -> list | None:
+        """Decode ``buf[start:stop]`` without copying it: the bytes around become ``[``/``]``."""
+        if stop >= len(buf):
+            buf.append(0x20)
+        saved = buf[start - 1], buf[stop]
+        buf[start - 1], buf[stop] = 0x5B, 0x5D  # the separators around are whitespace or commas
+        try:
+            with memoryview(buf) as whole, whole[start - 1 : stop + 1] as view:
+                return self._decode(view, whole[start:stop])
+        finally:
+            buf[start - 1], buf[stop] = saved
+
     def _decode_loose(self, text: bytes) -> list:
         """Events whose fields have unexpected types: decode untyped, coerce field by field."""
-        raw = _ANY.decode(b"[" + text + b"]")
+        raw = _ANY.decode(text)
         cls = _ExactEvent if self.exact else _Event
         out = []
         for ev in raw:
@@ -295,27 +312,32 @@ class _Reader:
         return out
 
     def consume(self, buf: bytearray, final: bool) -> int:
-        """Decode the complete events at the start of ``buf``; return how many bytes were used."""
-        start = len(buf) - len(buf.lstrip())
+        """Decode the complete events at the start of ``buf``; return how many bytes were used.
+
+        ``buf`` starts with the ``[`` or ``,`` before its first event (kept for the bracket).
+        """
+        start = _LEAD.match(buf).end()
+        if start == 0:
+            buf[0:0] = b" "
+            start = 1
         end = len(buf)
         for _attempt in range(64):
             p = buf.rfind(b"}", start, end)
             if p < 0:
-                return start if not final else 0
+                return 0
             end = p
-            if not (_AFTER_EVENT.match(buf, p + 1) or (final and _AFTER_LAST.match(buf, p + 1))):
+            after = _AFTER_EVENT.match(buf, p + 1)
+            last = final and _AFTER_LAST.match(buf, p + 1)
+            if not (after or last):
                 continue
-            events = self._decode(bytes(buf[start : p + 1]))
+            events = self._decode_in_place(buf, start, p + 1)
             if events is None:
                 continue
             self._keep(events)
-            rest = _AFTER_EVENT.match(buf, p + 1) or _AFTER_LAST.match(buf, p + 1)
-            used = rest.end()
-            if buf[used - 1 : used] == b"{":
-                used -= 1  # leave the next event's brace in the buffer
-            elif buf[used - 1 : used] == b"]":
+            if after and buf[after.end() - 1] == 0x5D:  # "]": the array is complete
                 self.done = True
-            return used
+                return after.end()
+            return p + 1 if after else last.end()
         if final:
             return 0
         raise TraceFormatError(
@@ -378,6 +400,7 @@ def read_chrome(path: str | Path) -> ChromeTrace:
                 header = _find_events(buf, path, final=False)
                 if header is None:
                     continue
+                reader.relative = isinstance(header.get("baseTimeNanoseconds"), int)
             while len(buf) >= CHUNK_BYTES and not reader.done:
                 used = reader.consume(buf, final=False)
                 if used == 0:
@@ -401,7 +424,7 @@ def _find_events(buf: bytearray, path: Path, final: bool) -> dict[str, Any] | No
     """Locate the start of the traceEvents array; drop the header from ``buf`` and return it."""
     head = bytes(buf[:64]).lstrip()
     if head[:1] == b"[":  # the bare-array form of the chrome trace format
-        del buf[: len(buf) - len(buf.lstrip()) + 1]
+        del buf[: len(buf) - len(buf.lstrip())]  # keep the "[" (see consume)
         return {}
     if head[:1] not in (b"{", b""):
         raise TraceFormatError(
@@ -417,7 +440,7 @@ def _find_events(buf: bytearray, path: Path, final: bool) -> dict[str, Any] | No
             )
         return None
     header = _header(bytes(buf[: match.start()]))
-    del buf[: match.end()]
+    del buf[: match.end() - 1]  # keep the "[" (see consume)
     return header
 
 
@@ -425,7 +448,7 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
     notes = reader.notes
     text = trailer.strip()
     if not reader.done:
-        lost = len(text)
+        lost = len(text.lstrip(b", \n\r\t"))
         notes.append(
             f"file cut short: kept every complete event, {lost} bytes after the last one were lost"
         )
