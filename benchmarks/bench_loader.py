@@ -1,0 +1,199 @@
+"""Trace loader benchmark: the kit's loader beside json.load, orjson and HTA, in one table.
+
+Generates a synthetic Kineto-layout trace (``make_synthetic_trace.py``, default 200 MiB,
+about 1.1 M events) for rank 0 and rank 1, then measures each reader in a fresh child
+process. Peak RSS is the child's ``ru_maxrss`` minus its own baseline taken after its
+imports (interpreter, NumPy, pandas), so the figure is what reading the trace costs.
+
+    python benchmarks/bench_loader.py              # kit, json.load, orjson
+    python benchmarks/bench_loader.py --mb 50      # a quicker run
+    python benchmarks/bench_loader.py --with-hta   # also HTA 0.5.0, in its own .venv-hta
+
+HTA needs pandas<3, so it runs in a separate virtual environment ``.venv-hta`` that
+``--with-hta`` creates on first use; without it the HTA row says "not measured".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+HTA_VENV = REPO / ".venv-hta"
+
+# Each reader runs in its own process: imports, baseline RSS, timed read, peak RSS.
+CHILD = r"""
+import gc, json, resource, sys, time
+import numpy, pandas, msgspec
+what, path = sys.argv[1], sys.argv[2]
+if what.startswith("kit"):
+    from hpcprof_kit.traces import load
+elif what == "orjson":
+    import orjson
+elif what == "hta":
+    from hta.trace_analysis import TraceAnalysis
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+if what == "kit-cold":
+    rows = len(load(path, cache=False))
+elif what == "kit-cached":
+    rows = len(load(path, cache=True))
+elif what == "kit-parallel":
+    rows = len(load(path, cache=False, workers=2))
+elif what == "json":
+    with open(path) as fh:
+        rows = len(json.load(fh)["traceEvents"])
+elif what == "orjson":
+    with open(path, "rb") as fh:
+        rows = len(orjson.loads(fh.read())["traceEvents"])
+elif what == "hta":
+    analyzer = TraceAnalysis(trace_dir=path)
+    rows = sum(len(t) for t in analyzer.t.get_all_traces().values())
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"seconds": seconds, "base_kb": base, "peak_kb": peak,
+                  "children_kb": children, "rows": rows}))
+"""
+
+
+def run_child(python: str, what: str, path: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(REPO), KINETO_LOG_LEVEL="6")
+    out = subprocess.run(
+        [python, "-c", CHILD, what, str(path)], capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ensure_hta() -> str | None:
+    """The python of .venv-hta with HTA 0.5.0 (created on demand), or None if that fails."""
+    python = HTA_VENV / "bin" / "python"
+    if not python.exists():
+        print("creating .venv-hta with holistictraceanalysis 0.5.0 (pandas<3) ...", flush=True)
+        steps = [
+            [sys.executable, "-m", "venv", str(HTA_VENV)],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "holistictraceanalysis==0.5.0",
+                "pandas<3",
+                "msgspec",
+            ],
+        ]
+        for cmd in steps:
+            if subprocess.run(cmd, check=False).returncode != 0:
+                return None
+    return str(python)
+
+
+def row(
+    name: str, result: dict | None, mb: float, note: str = "", rss_kb: str = "peak_kb"
+) -> list[str]:
+    if result is None:
+        return [name, "not measured", "", "", "", note]
+    if "error" in result:
+        return [name, "failed", "", "", "", result["error"][:60]]
+    s = result["seconds"]
+    rss_mb = (result[rss_kb] - (result["base_kb"] if rss_kb == "peak_kb" else 0)) / 1024
+    return [name, f"{s:.2f}", f"{mb / s:.0f}", f"{rss_mb:.0f}", f"{rss_mb / mb:.2f}", note]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--mb", type=float, default=200.0, help="size of each synthetic trace (MiB)"
+    )
+    parser.add_argument("--with-hta", action="store_true", help="also measure HTA in .venv-hta")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="where the traces go (default: a temp dir)"
+    )
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(HERE))
+    from make_synthetic_trace import write_trace
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-loader-"))
+    one, two = work / "one", work / "two"
+    one.mkdir(parents=True, exist_ok=True)
+    two.mkdir(parents=True, exist_ok=True)
+    trace = one / "synthetic-0-of-2.json"
+    events = write_trace(trace, args.mb, rank=0, world=2)
+    os.link(trace, two / trace.name) if not (two / trace.name).exists() else None
+    if not (two / "synthetic-1-of-2.json").exists():
+        write_trace(two / "synthetic-1-of-2.json", args.mb, rank=1, world=2)
+    mb = trace.stat().st_size / 1e6
+    print(f"synthetic trace: {mb:.1f} MB, {events:,} events ({os.cpu_count()} CPUs)\n", flush=True)
+
+    py = sys.executable
+    results = {}
+    results["cold"] = run_child(py, "kit-cold", trace)
+    run_child(py, "kit-cached", trace)  # fills the cache beside the trace
+    results["cached"] = run_child(py, "kit-cached", trace)
+    results["parallel"] = run_child(py, "kit-parallel", two)
+    results["json"] = run_child(py, "json", trace)
+    results["orjson"] = run_child(py, "orjson", trace)
+    hta = None
+    if args.with_hta:
+        hta_python = ensure_hta()
+        hta = (
+            run_child(hta_python, "hta", one)
+            if hta_python
+            else {"error": "could not create .venv-hta"}
+        )
+
+    header = ["reader", "time s", "MB/s", "peak RSS MB", "RSS/file", "notes"]
+    par = results["parallel"]
+    rows = [
+        row("hpcprof_kit load, cold, 1 process", results["cold"], mb),
+        row("hpcprof_kit load, cached reload", results["cached"], mb),
+        row(
+            "hpcprof_kit load, 2 ranks, 2 processes",
+            par,
+            2 * mb,
+            "RSS: largest worker",
+            "children_kb",
+        ),
+        row("json.load (stdlib)", results["json"], mb, "dicts only, no table"),
+        row("orjson.loads", results["orjson"], mb, "dicts only, no table"),
+        row("HTA 0.5.0 TraceAnalysis", hta, mb, "" if args.with_hta else "run with --with-hta"),
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+    print("\ntargets (peak RSS: minus the child's baseline after imports):")
+    cold = results["cold"]
+    if "error" not in cold:
+        rate = mb / cold["seconds"]
+        rss = (cold["peak_kb"] - cold["base_kb"]) / 1024
+        print(f"  cold load >= 100 MB/s: {rate:.0f} MB/s {'met' if rate >= 100 else 'MISSED'}")
+        print(f"  peak RSS <= 1.0x file: {rss / mb:.2f}x {'met' if rss <= mb else 'MISSED'}")
+        if hta and "error" not in hta:
+            speedup = hta["seconds"] / cold["seconds"]
+            print(
+                f"  >= 10x faster than HTA: {speedup:.1f}x {'met' if speedup >= 10 else 'MISSED'}"
+            )
+        if "error" not in results["cached"]:
+            gbs = mb / 1000 / results["cached"]["seconds"]
+            print(f"  cached reload >= 1 GB/s: {gbs:.2f} GB/s {'met' if gbs >= 1 else 'MISSED'}")
+        if "error" not in par:
+            ratio = (2 * mb / par["seconds"]) / rate
+            print(f"  2 ranks in parallel ~2x one rank: {ratio:.2f}x")
+    print(f"\n(traces left in {work.name} under the temp folder; delete them when done)")
+    _ = time
+
+
+if __name__ == "__main__":
+    main()
