@@ -16,6 +16,7 @@ from hpcprof_kit.profiling.factory import (
     compile_note,
     default_trace_dir,
     make_profiler,
+    recorded_steps,
     trace_name,
 )
 from hpcprof_kit.profiling.schedule import (
@@ -32,6 +33,6 @@ __all__ = [
     "STATES", "NoProfiler", "RankProfiler", "Schedule",
     "add_profiler_args", "compile_note", "default_trace_dir", "format_schedule",
     "make_profiler", "parse_activities", "parse_ranks", "plot_schedule",
-    "profiler_from_args", "rank_is_selected", "schedule_from_args", "schedule_steps",
+    "profiler_from_args", "rank_is_selected", "recorded_steps", "schedule_from_args", "schedule_steps",
     "schedule_table", "trace_name",
 ]  # fmt: skip

@@ -239,3 +239,25 @@ def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str
     )
     print(text, file=stream if stream is not None else sys.stderr)
     return text
+
+
+def recorded_steps(trace_path: str | os.PathLike[str]) -> list[int]:
+    """The ``ProfilerStep#N`` numbers a trace holds (``.json`` or ``.json.gz``), sorted.
+
+    >>> recorded_steps("traces/trace-0-of-2.json")  # doctest: +SKIP
+    [2, 3]
+    """
+    import gzip
+    import json
+    import re
+
+    path = Path(trace_path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        events = json.load(fh).get("traceEvents", [])
+    found = {
+        m.group(1)
+        for e in events
+        if (m := re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", ""))))
+    }
+    return sorted(int(n) for n in found)
