@@ -75,11 +75,11 @@ def binding_preset(spec: JobSpec, sysrec: System) -> str:
     return spec.binding if spec.binding is not None else (sysrec.default_binding or "none")
 
 
-def binding_parts(spec: JobSpec, sysrec: System) -> tuple[list[str], dict[str, str]]:
-    """Launcher arguments and environment of the spec's binding plan (empty without one)."""
+def binding_parts(spec: JobSpec, sysrec: System) -> tuple[list[str], dict[str, str], str]:
+    """Launcher arguments, environment and per-rank wrapper ('' if none) of the binding plan."""
     preset = binding_preset(spec, sysrec)
     if preset == "none":
-        return [], {}
+        return [], {}, ""
     plan_for = _optional("hpcprof_kit.affinity", "plan_for")
     if plan_for is None:
         if spec.binding is not None:
@@ -87,9 +87,17 @@ def binding_parts(spec: JobSpec, sysrec: System) -> tuple[list[str], dict[str, s
                 f"binding {spec.binding!r} needs hpcprof_kit.affinity, which is not installed "
                 "here; leave binding=None or install the full kit"
             )
-        return [], {}  # the system default is applied once hpcprof_kit.affinity exists
+        return [], {}, ""  # the system default is applied once hpcprof_kit.affinity exists
     plan = plan_for(sysrec.name, spec.ranks_per_node, preset)
-    return list(plan.launcher_args(sysrec.launcher)), dict(plan.env())
+    # Plans that mask a different device per rank need a small per-rank wrapper script.
+    wrapper = plan.rank_wrapper().rstrip("\n") if plan.needs_wrapper else ""
+    _check_heredoc(wrapper, "HPCPROF_BIND_EOF")
+    return list(plan.launcher_args(sysrec.launcher)), dict(plan.env()), wrapper
+
+
+def _check_heredoc(text: str, marker: str) -> None:
+    if f"\n{marker}\n" in f"\n{text}\n":
+        raise SpecError(f"a generated wrapper contains the heredoc end marker {marker}; rename it")
 
 
 def tracer_wrapper(spec: JobSpec, sysrec: System) -> str:
@@ -103,8 +111,7 @@ def tracer_wrapper(spec: JobSpec, sysrec: System) -> str:
             "leave tracer=None or install the full kit"
         )
     text = wrapper_script(spec.tracer, sysrec.name, spec.profrank, spec.rankcutoff)
-    if "\nHPCPROF_TRACER_EOF\n" in f"\n{text}\n":
-        raise SpecError("the tracer wrapper contains the heredoc end marker; rename it")
+    _check_heredoc(text, "HPCPROF_TRACER_EOF")
     return text.rstrip("\n")
 
 
@@ -120,7 +127,7 @@ def _quote_all(words) -> str:
 def template_values(spec: JobSpec) -> dict[str, object]:
     """Everything the templates fill in, already quoted for the shell."""
     sysrec = spec.validate().system_record()
-    plan_args, plan_env = binding_parts(spec, sysrec)
+    plan_args, plan_env, bind_wrapper = binding_parts(spec, sysrec)
     launcher = LAUNCHERS.get(sysrec.launcher)
     if launcher is None:
         raise SpecError(
@@ -133,6 +140,8 @@ def template_values(spec: JobSpec) -> dict[str, object]:
     quoted_command = _quote_all(command)
     if wrapper:
         quoted_command = 'bash "$HPCPROF_RUN_DIR/tracer.sh" ' + quoted_command
+    if bind_wrapper:  # outermost: the device mask must be set before a tracer starts
+        quoted_command = 'bash "$HPCPROF_RUN_DIR/bind.sh" ' + quoted_command
     # spec.env in name order: the same spec (from JSON or not) gives the same text
     exports = {**sysrec.env_vars, **plan_env, **dict(sorted(spec.env.items()))}
     queue = spec.queue if spec.queue is not None else sysrec.default_queue
@@ -161,6 +170,7 @@ def template_values(spec: JobSpec) -> dict[str, object]:
         "tracer": spec.tracer,
         "traced_ranks": f"{spec.profrank}-{last}" if last != spec.profrank else str(last),
         "tracer_script": wrapper,
+        "bind_script": bind_wrapper,
         "launch": " ".join(launch),
         "command": quoted_command,
     }
