@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -191,8 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         if "error" not in par:
             ratio = (2 * mb / par["seconds"]) / rate
             print(f"  2 ranks in parallel ~2x one rank: {ratio:.2f}x")
-    print(f"\n(traces left in {work.name} under the temp folder; delete them when done)")
-    _ = time
+    if args.workdir is None:
+        shutil.rmtree(work, ignore_errors=True)  # 2 x the trace size; a given --workdir is kept
 
 
 if __name__ == "__main__":
