@@ -113,3 +113,16 @@ def test_real_seqpar_run_two_ranks(tmp_path, mpiexec):
     cvc = timing.compute_vs_comm(t).iloc[0]
     assert cvc["world_size"] == 2 and cvc["comm_ms"] > 0 and cvc["compute_ms"] > 0
     assert cvc["compute_ms"] + cvc["comm_ms"] <= cvc["step_ms"] * 1.001
+
+
+def test_nb08_exercise_checker(tmp_path, capsys):
+    from hpcprof_kit.exercises import nb08
+
+    write_run(tmp_path, "a_R2", 2, "float32", two_rank)
+    t = timing.load_timings(tmp_path / "a_R2")
+    assert nb08.check_comm_share(t, 3.5 / 6.25) is True  # comm 3.5 ms of a 6.25 ms step
+    assert "Correct - 56%" in capsys.readouterr().out
+    assert nb08.check_comm_share(t, 56) is False  # a percentage, not a fraction
+    assert "a fraction, not %" in capsys.readouterr().out
+    with pytest.raises(SpecError, match="world_size=4 was not run"):
+        nb08.check_comm_share(t, 0.5, world_size=4)

@@ -200,3 +200,14 @@ def test_parts_always_add_up_to_the_step_wall_time(evs):
     bd = A.step_breakdown(table(rows))
     assert (bd[PART_COLS] >= 0).all().all()
     assert (bd[PART_COLS].sum(axis=1) == bd["wall_ns"]).all()
+
+
+def test_nb05_exercise_checker(capsys):
+    from hpcprof_kit.exercises import nb05
+
+    df = table(CPU_STEP)  # rank 0 communicates 300 ns in its one step
+    assert nb05.comm_ms_per_step(df) == pytest.approx(300e-6)
+    assert nb05.check_comm_ms(df, 300e-6) is True
+    assert "Correct" in capsys.readouterr().out
+    assert nb05.check_comm_ms(df, 0.5) is False
+    assert "Hint: Take step_breakdown(df)" in capsys.readouterr().out
