@@ -134,3 +134,40 @@ def test_a_second_run_never_overwrites_timings(tmp_path):
 def test_train_sizes_small_by_default_alcf_behind_a_flag():
     assert train.sizes(False)["encoder_layers"] == 1
     assert (train.sizes(True)["nhead"], train.sizes(True)["encoder_layers"]) == (16, 12)
+
+
+def _single_process(monkeypatch):
+    for key in ("PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                "HPCPROF_RUN_DIR"):  # fmt: skip
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_train_single_process_honours_trace_dir(tmp_path, monkeypatch, capsys):
+    _single_process(monkeypatch)
+    traces, timings = tmp_path / "my-traces", tmp_path / "t"
+    code = train.main(["--epochs", "1", "--steps-per-epoch", "3", "--profile", "--prof-wait", "0",
+                       "--prof-warmup", "1", "--prof-active", "1", "--prof-repeat", "1",
+                       "--trace-dir", str(traces), "--timings-dir", str(timings)])  # fmt: skip
+    assert code == 0
+    assert [p.name for p in traces.glob("*.json")] == ["trace-0-of-1.json"]
+    assert [p.name for p in timings.glob("*.json")] == ["train-0-of-1.json"]
+    assert BANNER.findall(capsys.readouterr().out)[0][:3] == ("0", "0", "1")
+
+
+def test_seqpar_reduce_scatter_fallback_when_the_backend_lacks_it(tmp_path, monkeypatch):
+    _single_process(monkeypatch)
+    import torch
+
+    from hpcprof_kit.dist import distributed
+
+    with distributed():
+        comms = seqpar.Collectives()
+
+        def no_reduce_scatter(out, full):
+            raise RuntimeError("ProcessGroupGloo does not support reduce_scatter")
+
+        comms._scatter = no_reduce_scatter
+        out, full = torch.empty(4, 2), torch.arange(8.0).reshape(4, 2)
+        comms.reduce_scatter(out, full)
+    assert comms.impl == "all_reduce+slice"
+    assert out.tolist() == full.tolist()  # one rank: the sum over ranks is the tensor itself

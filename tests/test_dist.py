@@ -209,3 +209,57 @@ def test_two_ranks_under_hydra_mpiexec_agree_on_everything(mpiexec, tmp_path):
     ]
     assert sorted(re.findall(r"^rank=(\d) after MASTER_ADDR=(\S+)", done.stdout, re.M)) == [
         ("0", "None"), ("1", "None")]  # fmt: skip
+
+
+class _StandinComm:
+    """An MPI communicator that is not the launcher's: wrong size, or a broadcast that fails."""
+
+    def __init__(self, size: int, broken: bool = False) -> None:
+        self.size, self.broken = size, broken
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py's spelling
+        return self.size
+
+    def allgather(self, value):
+        return [value] * self.size
+
+    def bcast(self, value, root=0):
+        if self.broken:
+            raise RuntimeError("PMI_Barrier failed: no connection to the process manager")
+        return value
+
+
+def _two_ranks() -> RankInfo:
+    return ranks_from_env({"PMI_RANK": "0", "PMI_SIZE": "2"}, use_mpi=False)
+
+
+def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
+    from hpcprof_kit import dist
+
+    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=1))  # mpi4py from another MPI
+    with pytest.raises(
+        DistError,
+        match=r"launcher says world size 2 \(Hydra/PMI\) but MPI says 1.*mpi4py built against",
+    ):
+        dist._rendezvous(_two_ranks(), "n0", "")
+
+
+def test_mpi_that_cannot_broadcast_says_rebuild_mpi4py_standin_mpi(monkeypatch):
+    from hpcprof_kit import dist
+
+    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=2, broken=True))
+    with pytest.raises(
+        DistError,
+        match=r"MPI could not broadcast.*PMI_Barrier failed.*mpi4py must be built against the site MPI",
+    ):
+        dist._rendezvous(_two_ranks(), "n0", "")
+
+
+def test_rendezvous_adds_the_high_speed_network_suffix_standin_mpi(monkeypatch):
+    from hpcprof_kit import dist
+
+    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=2))
+    addr, port, nodes = dist._rendezvous(
+        _two_ranks(), "x4102c5s0b0n0", ".hsn.cm.aurora.alcf.anl.gov"
+    )
+    assert addr == "x4102c5s0b0n0.hsn.cm.aurora.alcf.anl.gov" and int(port) > 0 and nodes == 1
