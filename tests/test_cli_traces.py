@@ -114,3 +114,18 @@ def test_the_installed_command_runs(shared_traces):
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(done.stdout)[0]["events"] > 4000
+
+
+@pytest.mark.shared_traces
+def test_merge_writes_one_perfetto_file_for_all_ranks(shared_traces, tmp_path, capsys):
+    path = str(shared_traces / "hta" / "cuda_rank*_of_128.json.gz")
+    out = tmp_path / "merged.json"
+    assert main(["traces", "merge", path, "-o", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    merged = json.loads(out.read_text())
+    assert sorted(merged["hpcprofRankOffsetsNs"]) == ["0", "1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(path)
+    complete = sum(1 for e in merged["traceEvents"] if e.get("ph") == "X")
+    assert complete == int((df["track"] != "instant").sum())  # every complete event of both ranks

@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m = sub.add_parser("merge", help="one chrome trace of every rank, for ui.perfetto.dev")
     m.add_argument("path", metavar="PATH")
     m.add_argument("-o", "--output", required=True, help="merged .json file (must not exist)")
+    m.add_argument(
+        "--align",
+        choices=("steps", "absolute"),
+        default="steps",
+        help="line up each rank's first step (default) or keep the recorded clocks",
+    )
     m.set_defaults(func=cmd_merge)
 
     tm = subparsers.add_parser(
@@ -149,7 +155,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "merging needs hpcprof_kit.traces.merge_to_chrome, which this installation lacks; "
             "update the kit"
         ) from exc
-    written = merge_to_chrome(args.path, args.output)
+    written = merge_to_chrome(args.path, args.output, align=args.align)
     print(written if written is not None else args.output)
     return 0
 
