@@ -33,8 +33,8 @@ def demo_spec(ranks: int = 2, steps: int = 6):
     sched = DEMO_SCHEDULE
     args = [
         "--epochs", "1", "--steps-per-epoch", str(steps),
-        "--wait", str(sched["wait"]), "--warmup", str(sched["warmup"]),
-        "--active", str(sched["active"]), "--repeat", str(sched["repeat"]),
+        "--prof-wait", str(sched["wait"]), "--prof-warmup", str(sched["warmup"]),
+        "--prof-active", str(sched["active"]), "--prof-repeat", str(sched["repeat"]),
     ]  # fmt: skip
     return JobSpec(
         system="local",
@@ -47,20 +47,22 @@ def demo_spec(ranks: int = 2, steps: int = 6):
 
 
 def summarize(run_dir: Path, df, steps_table) -> dict:
-    """Per-rank summary of a finished run: events, recorded steps, step times, breakdown."""
+    """Per-rank summary of a finished run: events, recorded steps, step times, breakdown.
+
+    ``steps_table`` is :func:`hpcprof_kit.traces.rank_steps` (steps × ranks, in ms).
+    """
     from hpcprof_kit.traces import step_breakdown
 
     breakdown = step_breakdown(df)
+    parts = [c for c in breakdown.columns if c.endswith("_ns") and c not in ("start_ns", "wall_ns")]
     ranks = {}
     for rank, part in df.groupby("rank", observed=True):
         rank = int(rank)
-        rows = steps_table[steps_table["rank"] == rank] if "rank" in steps_table else steps_table
         bd = breakdown[breakdown["rank"] == rank]
-        parts = [c for c in bd.columns if c.endswith("_ns") and c not in ("wall_ns",)]
         ranks[rank] = {
             "events": int(len(part)),
-            "steps": sorted(int(s) for s in part["step"].unique() if s >= 0),
-            "step_time_ms": [round(float(v), 3) for v in rows.get("step_ms", [])],
+            "steps": sorted(int(s) for s in bd["step"]),
+            "step_time_ms": {int(k): round(float(v), 3) for k, v in steps_table[rank].items()},
             "breakdown_ms": {c[:-3]: round(float(bd[c].sum()) / 1e6, 3) for c in parts},
         }
     return {"run_dir": run_dir.name, "ranks": ranks}
@@ -71,7 +73,7 @@ def _write_summary(run_dir: Path, summary: dict, table_text: str) -> None:
     lines = [
         f"# Demo run {run_dir.name}",
         "",
-        "Per-rank step times (ms), recorded steps only:",
+        "Step time per rank (ms) for the recorded steps; straggler = slowest rank:",
         "",
         "```",
         table_text,
@@ -81,6 +83,7 @@ def _write_summary(run_dir: Path, summary: dict, table_text: str) -> None:
     for rank, info in sorted(summary["ranks"].items()):
         parts = ", ".join(f"{k} {v} ms" for k, v in info["breakdown_ms"].items())
         lines.append(f"- rank {rank}: {info['events']} events, steps {info['steps']}; {parts}")
+    lines += ["", "Timeline: timeline.png; traces: traces/; profiler tables: tables/."]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
 
 
@@ -104,7 +107,7 @@ def run_demo(runs_root: str | Path | None = None, progress: bool = True) -> Path
     run_dir = Path(job.run_dir)
     df = traces.load(run_dir / "traces")
     steps = traces.rank_steps(df)
-    table_text = steps.to_string(index=False)
+    table_text = steps.round(3).to_string()
     print(table_text)
     fig, _ = _as_fig_and_table(traces.plot_timeline(df))
     fig.savefig(run_dir / "timeline.png", dpi=110, bbox_inches="tight")
