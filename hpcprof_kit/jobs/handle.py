@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import FINAL_STATES, STATES, Backend, Status, get_backend
-from hpcprof_kit.jobs.progress import progress_display
+from hpcprof_kit.jobs.progress import progress_display, read_progress
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
 __all__ = ["Job", "STATES"]
@@ -88,7 +88,8 @@ class Job:
     def wait(self, timeout: float | None = None, progress: bool = True) -> str:
         """Poll about once a second until the job ends (or ``timeout`` s pass); return the state.
 
-        With ``progress=True`` a bar shows the state and the time against the walltime.
+        With ``progress=True`` a bar shows the state and how far the job is (the steps its
+        app reported in ``progress.json``; else the time against the walltime).
         """
         start = time.monotonic()
         total = float(self.run.manifest().get("walltime_s", 600))
@@ -97,7 +98,7 @@ class Job:
         try:
             while state not in FINAL_STATES:
                 elapsed = time.monotonic() - start
-                display.update(state, elapsed)
+                display.update(state, elapsed, read_progress(self.run_dir))
                 if timeout is not None and elapsed >= timeout:
                     break
                 time.sleep(self.backend.poll_interval)
