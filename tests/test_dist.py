@@ -176,14 +176,19 @@ def test_teardown_happens_when_the_body_fails(monkeypatch):
 
 PROBE = textwrap.dedent(
     """
-    import os, torch, torch.distributed as tdist
+    import os, sys, torch, torch.distributed as tdist
     from hpcprof_kit.dist import distributed
+
+    def say(line):  # one write per line, so Hydra never interleaves two ranks mid-line
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
+
     with distributed() as info:
-        print(info.banner(), flush=True)
+        say(info.banner())
         total = torch.tensor([float(info.rank + 1)])
         tdist.all_reduce(total)
-        print(f"rank={info.rank} sum={total.item():g} addr={os.environ['MASTER_ADDR']}", flush=True)
-    print(f"rank={info.rank} after MASTER_ADDR={os.environ.get('MASTER_ADDR')}", flush=True)
+        say(f"rank={info.rank} sum={total.item():g} addr={os.environ['MASTER_ADDR']}")
+    say(f"rank={info.rank} after MASTER_ADDR={os.environ.get('MASTER_ADDR')}")
     """
 )
 
