@@ -132,3 +132,54 @@ def test_report_written_by_the_job_reads_back(tmp_path, three_notebooks):
     results = read_report(report)
     assert [(r.notebook, r.result) for r in results] == [("03_good.ipynb", "passed")]
     assert results[0].seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("submitted at 2026-01-01T12:00:05.123+00:00", "submitted at DATETIME"),
+        ("runs/train_local_N1_R2_20260101-120000-2/", "runs/train_local_N1_R2_YYYYmmdd-HHMMSS/"),
+        ("epoch 1/1: 6 steps, loss 0.93, 1.76 s", "epoch 1/1: 6 steps, loss 0.93, DURATION"),
+        ("step took 42.7 ms", "step took DURATION"),
+        ("run dir /home/ana/kit/runs/train_x", "run dir RUNS/train_x"),
+        ("wrote /tmp/hpcprof-runs-x/a.json", "wrote TMPPATH"),
+        ("see /lus/flare/projects/p/kit/", "see PATH"),
+        ("rank=0 host=x1921c0s3b0n0 device=cpu", "rank=0 host=HOST device=cpu"),
+        ('"hosts": ["x1921c0s3b0n0"]', '"hosts": ["HOST"]'),
+        ("worker pid 12345 exited", "worker pid=PID exited"),
+        ("rendezvous 10.140.57.108:29500", "rendezvous ADDRESS"),
+        ("MASTER_PORT=29500", "MASTER_PORT=PORT"),
+        ("job 8123456.aurora-pbsadmin-01.hostmgmt.cm.aurora.alcf.anl.gov", "job JOBID"),
+        ("Submitted batch job 42", "Submitted batch job JOBID"),
+        (
+            "   2  record               0  ProfilerStep#2",
+            "   2  record               0  ProfilerStep#2",
+        ),
+    ],
+)
+def test_sanitize_file_hides_what_changes_between_runs(repo, line, shown):
+    """The rules applied the way nbval applies them: in file order, to both sides."""
+    import re
+
+    from nbval.plugin import get_sanitize_patterns
+
+    rules = get_sanitize_patterns((repo / "notebooks" / "nbval_sanitize.cfg").read_text())
+    for regex, replace in rules:
+        line = re.sub(regex, replace, line)
+    assert line == shown
+
+
+def test_validation_runs_as_a_batch_job_through_the_jobs_layer(three_notebooks):
+    """The `--system` route end to end, with the real local backend standing in for PBS."""
+    from hpcprof_kit.validate.batch import validate_as_job
+
+    seen: list[str] = []
+    notebooks = [three_notebooks / "01_raises.ipynb", three_notebooks / "03_good.ipynb"]
+    results = validate_as_job(
+        notebooks, system="local", timeout=120, on_result=lambda r: seen.append(r.notebook)
+    )
+    assert [(r.notebook, r.result, r.failing_cell) for r in results] == [
+        ("01_raises.ipynb", "failed", "Cell 1"),
+        ("03_good.ipynb", "passed", ""),
+    ]
+    assert seen == ["01_raises.ipynb", "03_good.ipynb"]
