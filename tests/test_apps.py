@@ -27,6 +27,7 @@ def _launch(
 ) -> tuple[subprocess.CompletedProcess, float]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update({"HPCPROF_RUN_DIR": str(run_dir), **(env_extra or {})})
+    run_dir.mkdir(parents=True)  # as the job layer does before the ranks start
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     return done, time.perf_counter() - t0
@@ -102,11 +103,18 @@ def test_seqpar_under_srun_pmi2(slurm_cluster, tmp_path):
            "--seq-len", "64", "--hidden", "32", "--steps", "3", "--warmup", "1"]  # fmt: skip
     env = {k: v for k, v in slurm_cluster.env.items() if k not in ("RANK", "WORLD_SIZE")}
     env["HPCPROF_RUN_DIR"] = str(run_dir)
+    run_dir.mkdir()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(BANNER.findall(done.stdout)) == [
         ("0", "0", "2", "1", "cpu", "gloo"), ("1", "1", "2", "1", "cpu", "gloo")]  # fmt: skip
     assert [r["rank"] for r in _timings(run_dir, "seqpar", 2)] == [0, 1]
+    # Rank 0 told the job layer how far it got: every step, warm-up included.
+    assert json.loads((run_dir / "progress.json").read_text()) == {
+        "done": 4,
+        "total": 4,
+        "unit": "steps",
+    }
 
 
 def test_train_rejects_zero_epochs_with_the_flag_and_fix(capsys):

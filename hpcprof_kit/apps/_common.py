@@ -136,3 +136,14 @@ def rank_profiler(args: argparse.Namespace, rank: int, world_size: int, local_ra
 class _NoSteps:
     def step(self) -> None:
         """Nothing to record."""
+
+
+def report_progress(rank: int, done: int, total: int) -> None:
+    """Rank 0 tells a waiting ``Job.wait`` how far it is (``progress.json``; no-op outside a job)."""
+    if rank != 0:
+        return
+    try:
+        from hpcprof_kit.jobs.progress import report_progress as write_progress
+    except ImportError:  # the jobs room is optional for the apps
+        return
+    write_progress(done, total, "steps")

@@ -22,6 +22,7 @@ import time
 from hpcprof_kit.apps._common import (
     add_common_args,
     flush_print,
+    report_progress,
     run_main,
     timing_record,
     timings_dir,
@@ -153,6 +154,7 @@ def _seqpar(argv: list[str] | None) -> int:
                 for op, t0, t1 in zip(OPS[:4], marks, marks[1:], strict=False):
                     timings[op].append(t1 - t0)
                 timings["step"].append(marks[-1] - marks[0])
+            report_progress(info.rank, i + 1, args.warmup + args.steps)
         if info.rank == 0:
             mean = {op: sum(v) / len(v) * 1e3 for op, v in timings.items()}
             flush_print(

@@ -24,6 +24,7 @@ from hpcprof_kit.apps._common import (
     add_profiling_args,
     flush_print,
     rank_profiler,
+    report_progress,
     run_main,
     timing_record,
     timings_dir,
@@ -163,6 +164,7 @@ def _train(argv: list[str] | None) -> int:
                             timings[key].append(dt)
                     losses.append(loss.item())
                     step += 1
+                    report_progress(info.rank, step, args.epochs * args.steps_per_epoch)
                 if info.rank == 0:
                     flush_print(
                         f"epoch {epoch + 1}/{args.epochs}: {len(losses)} steps, "
