@@ -196,14 +196,32 @@ def _transformer(target: str, result: PortResult):
                     )
                 return updated.with_changes(func=cst.parse_expression(amp), args=args)
             if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
-                if original.args:
-                    self._manual(original, 'pass the device explicitly: .to(f"xpu:{index}")')
+                # .cuda(i, non_blocking=True) -> .to(torch.device("xpu", i), non_blocking=True)
+                index = [
+                    a for a in updated.args if a.keyword is None or a.keyword.value == "device"
+                ]
+                rest = [a for a in updated.args if a not in index]
+                if len(index) > 1 or any(a.star for a in updated.args):
+                    self._manual(
+                        original, 'pass the device explicitly: .to(torch.device("xpu", i))'
+                    )
                     return updated
                 self._changed(original)
                 self.used_device_type |= agnostic
-                arg = cst.Name("device_type") if agnostic else cst.SimpleString('"xpu"')
+                kind = "device_type" if agnostic else '"xpu"'
+                if index:
+                    code = cst.Module(body=[]).code_for_node(index[0].value)
+                    device_arg = cst.parse_expression(f"torch.device({kind}, {code})")
+                else:
+                    device_arg = cst.parse_expression(kind)
+                args = [cst.Arg(device_arg), *rest]
+                if rest:
+                    args[0] = args[0].with_changes(
+                        comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                    )
+                    args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 return updated.with_changes(
-                    func=updated.func.with_changes(attr=cst.Name("to")), args=[cst.Arg(arg)]
+                    func=updated.func.with_changes(attr=cst.Name("to")), args=args
                 )
             return updated
 
@@ -309,7 +327,10 @@ def port_source(
     ported = MetadataWrapper(module).visit(transformer)
     result.changed_lines = sorted(set(result.changed_lines))
     if to == "agnostic" and transformer.used_device_type:
-        ported, _ = _insert(ported, _is_import, AGNOSTIC_PRELUDE)
+        ported, found = _insert(ported, _is_import, AGNOSTIC_PRELUDE)
+        if not found:  # a snippet without imports: define what the rewrite uses at the top
+            head = [cst.parse_statement("import torch\n"), cst.parse_statement(AGNOSTIC_PRELUDE)]
+            ported = ported.with_changes(body=[*head, *ported.body])
     if ipex and to == "xpu":
         ported, _ = _insert(ported, _is_import, IPEX_IMPORT)
         ported, found = _insert(ported, lambda st: _assigns(st, "optimizer"), IPEX_OPTIMIZE)

@@ -9,6 +9,8 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hpcprof_kit.dist import RankInfo, choose_backend, distributed, ranks_from_env
 from hpcprof_kit.errors import DistError
@@ -46,6 +48,44 @@ def test_each_launcher_gives_rank_local_rank_world_and_nodes(source):
     assert info == RankInfo(
         rank=5, local_rank=1, world_size=8, local_world_size=4, nodes=2, source=source
     )
+
+
+def _launcher_env(source: str, rank: int, world: int, per_node: int) -> dict[str, str]:
+    """The variables of ``source`` for one rank, built from the same templates as above."""
+    values = {"5": str(rank), "8": str(world), "1": str(rank % per_node), "4": str(per_node),
+              "2": str(-(-world // per_node))}  # fmt: skip
+    return {k: values.get(v, v) for k, v in LAUNCHER_SETS[source].items()}
+
+
+@given(
+    source=st.sampled_from(list(LAUNCHER_SETS)),
+    world=st.integers(1, 4096),
+    per_node=st.integers(1, 12),
+    data=st.data(),
+)
+def test_any_rank_of_any_launcher_round_trips(source, world, per_node, data):
+    per_node = min(per_node, world)
+    rank = data.draw(st.integers(0, world - 1))
+    env = _launcher_env(source, rank, world, per_node)
+    if source == "Slurm":
+        env["SLURM_NNODES"] = str(-(-world // per_node))
+    info = ranks_from_env(env, use_mpi=False)
+    assert (info.rank, info.world_size, info.local_rank, info.source) == (
+        rank,
+        world,
+        rank % per_node,
+        source,
+    )
+    assert info.nodes == -(-world // per_node)
+
+
+def test_local_rank_beyond_ranks_per_node_is_refused():
+    env = {**LAUNCHER_SETS["Hydra/PMI"], "MPI_LOCALRANKID": "4"}
+    with pytest.raises(
+        DistError,
+        match=r"MPI_LOCALRANKID=4 is not below the ranks per node 4 \(from MPI_LOCALNRANKS\)",
+    ):
+        ranks_from_env(env, use_mpi=False)
 
 
 def test_hydra_inside_slurm_ignores_the_proxy_slurm_procid():

@@ -63,10 +63,23 @@ def test_unknown_torch_cuda_api_is_listed_with_its_line():
     assert "torch.cuda.ipc_collect()" in result.code  # left as it was, for a human
 
 
-def test_fstrings_and_cuda_with_index():
-    result = port_source('d = f"cuda:{r}"\nm.cuda(1)\nt = "cuda"\n')
-    assert result.code == 'd = f"xpu:{r}"\nm.cuda(1)\nt = "xpu"\n'
-    assert [line for line, _, _ in result.not_ported] == [2]
+def test_fstrings_and_cuda_with_index_or_keywords():
+    result = port_source(
+        'd = f"cuda:{r}"\nm.cuda(1)\nt = "cuda"\nx.cuda(non_blocking=True)\nx.cuda(*a)\n'
+    )
+    assert result.code == (
+        'd = f"xpu:{r}"\nm.to(torch.device("xpu", 1))\nt = "xpu"\n'
+        'x.to("xpu", non_blocking=True)\nx.cuda(*a)\n'
+    )
+    assert [line for line, _, _ in result.not_ported] == [5]
+
+
+def test_agnostic_snippet_without_imports_gets_them():
+    code = port_source("y = x.cuda()\n", "agnostic").code
+    assert code.splitlines()[:2] == [
+        "import torch",
+        'device_type = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"',
+    ]
 
 
 def test_agnostic_defines_device_type_after_the_imports_and_runs_here():
