@@ -178,6 +178,21 @@ def _transformer(target: str, result: PortResult):
                 return updated.with_changes(attr=cst.Name("XPU"))
             return updated
 
+        def leave_ImportFrom(self, original, updated):
+            if original.module is None or _dotted(original.module) != "torch.cuda":
+                return updated
+            names = [] if isinstance(original.names, cst.ImportStar) else original.names
+            table = ACCELERATOR_NAMES if agnostic else {n: n for n in XPU_SAME_NAME}
+            if not names or any(n.name.value not in table or n.asname for n in names):
+                self._manual(original, "import from torch.xpu / torch.accelerator by hand")
+                return updated
+            if agnostic and any(table[n.name.value] != n.name.value for n in names):
+                self._manual(original, "torch.accelerator spells some names differently")
+                return updated
+            self._changed(original)
+            new = "torch.accelerator" if agnostic else "torch.xpu"
+            return updated.with_changes(module=cst.parse_expression(new))
+
         def visit_Call(self, node) -> bool:
             # An amp call is rewritten whole in leave_Call; its parts are not "not portable".
             return _dotted(node.func) not in AMP_CALLS

@@ -117,3 +117,12 @@ def test_write_keeps_the_original_and_refuses_to_overwrite_a_backup(tmp_path):
     with pytest.raises(PortError, match=r"train.py.orig exists already"):
         port_file(script, write=True)
     assert script.read_text() == "y = 'cuda:0'\n"
+
+
+def test_from_torch_cuda_imports_are_ported_or_listed():
+    src = "from torch.cuda import synchronize, device_count\nfrom torch.cuda import nvtx\n"
+    result = port_source(src)
+    assert result.code.splitlines()[0] == "from torch.xpu import synchronize, device_count"
+    assert [(line, code) for line, code, _ in result.not_ported] == [
+        (2, "from torch.cuda import nvtx")
+    ]
