@@ -195,6 +195,12 @@ def local_device(local_rank: int, kind: str | None = None):
     if kind in ("cpu", "mps"):
         return torch.device(kind)
     count = device_count(kind)
+    if count == 0:
+        raise DeviceError(
+            f"local rank {local_rank} asks for {kind}:{local_rank} but this process sees no {kind} "
+            f"device (torch.{kind}.is_available() is False); load the GPU driver/module, or unset "
+            f"{OVERRIDE_VAR} / pass another device type"
+        )
     if not 0 <= local_rank < count:
         mask = "ZE_AFFINITY_MASK" if kind == "xpu" else "CUDA_VISIBLE_DEVICES"
         raise DeviceError(

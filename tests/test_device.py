@@ -33,12 +33,19 @@ def test_cpu_properties_row_has_the_documented_columns():
     assert row["driver"].startswith("torch 2.") and row["compute_units"] >= 1
 
 
-def test_local_device_beyond_the_count_names_count_and_fix():
+def test_local_device_beyond_the_count_names_count_and_fix(monkeypatch):
     with pytest.raises(
         DeviceError,
-        match=r"local rank 3 asks for xpu:3 but this process sees 0 xpu device\(s\).*ZE_AFFINITY_MASK",
+        match=r"asks for xpu:3 but this process sees no xpu device \(torch.xpu.is_available\(\) is False\)",
     ):
         device.local_device(3, "xpu")
+    # Two visible GPUs and local rank 3: the count and the mask variable are named.
+    monkeypatch.setattr(device, "device_count", lambda kind=None: 2)
+    with pytest.raises(
+        DeviceError,
+        match=r"local rank 3 asks for cuda:3 but this process sees 2 cuda device\(s\) \(indices 0-1\); start at most 2 ranks per node.*CUDA_VISIBLE_DEVICES",
+    ):
+        device.local_device(3, "cuda")
     assert str(device.local_device(5, "cpu")) == "cpu"
 
 
