@@ -321,6 +321,11 @@ def _rendezvous(ranks: RankInfo, host: str, hsn_suffix: str) -> tuple[str, str, 
                 f"the launcher says world size {ranks.world_size} ({ranks.source}) but MPI "
                 f"says {comm.Get_size()}; unset stale rank variables, or use mpi4py built "
                 "against the MPI that started the job"
+                + (
+                    " (under srun, pass --mpi=pmi2 or --mpi=pmix)"
+                    if "Slurm" in ranks.source
+                    else ""
+                )
             )
         hosts = comm.allgather(host)
         mine = (host + hsn_suffix, str(free_port())) if ranks.rank == 0 else None

@@ -289,6 +289,15 @@ def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
         dist._rendezvous(_two_ranks(), "n0", "")
 
 
+def test_srun_without_pmi_says_which_flag_standin_mpi(monkeypatch):
+    from hpcprof_kit import dist
+
+    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=1))
+    ranks = ranks_from_env(LAUNCHER_SETS["Slurm"], use_mpi=False)
+    with pytest.raises(DistError, match=r"world size 8 \(Slurm\) but MPI says 1.*pass --mpi=pmi2"):
+        dist._rendezvous(ranks, "n0", "")
+
+
 def test_mpi_that_cannot_broadcast_says_rebuild_mpi4py_standin_mpi(monkeypatch):
     from hpcprof_kit import dist
 
