@@ -19,7 +19,16 @@ def test_doctor_prints_one_line_per_check():
     lines = result.stdout.strip().splitlines()
     assert len(lines) == len(CHECKS)
     names = [line.split()[1] for line in lines]
-    assert names == ["python", "torch", "device", "launcher", "mpi4py", "scheduler", "jupyter", "system"]
+    assert names == [
+        "python",
+        "torch",
+        "device",
+        "launcher",
+        "mpi4py",
+        "scheduler",
+        "jupyter",
+        "system",
+    ]
     for line in lines:
         assert line.split()[0] in {"OK", "WARN", "FAIL"}, line
         if line.startswith(("WARN", "FAIL")) and "-> fix:" not in line:
