@@ -18,7 +18,7 @@ def test_stored_notebook_is_clean(notebook: Path):
     problems = notebook_problems(notebook)
     assert not problems, (
         f"{notebook.name} is not clean:\n  - " + "\n  - ".join(problems)
-        + f"\nOutputs and counts: python -m hpcprof_kit.validate --strip notebooks/{notebook.name}"
+        + f"\nOutputs, counts, timestamps and widget state: python -m hpcprof_kit.validate --strip notebooks/{notebook.name}"
     )  # fmt: skip
 
 
@@ -76,10 +76,10 @@ def test_each_kind_of_dirt_is_named(tmp_path):
     assert problems == [
         "contains the machine path '/tmp/'",
         "exactly one cell must be tagged 'parameters' (found 0: cells [])",
-        "cell 2: metadata 'execution' holds timestamps; strip it",
         "cell 3: stores outputs but does not start with # NBVAL_CHECK_OUTPUT; clear them",
         "cell 3: stores stderr output (warnings, Kineto noise); clear it",
         "cell 3: execution_count 7 is noise on a cell without checked outputs",
+        "cells [2]: metadata 'execution' holds run timestamps; strip them",
         "notebook metadata stores widget state ('widgets'); strip it",
     ]
 

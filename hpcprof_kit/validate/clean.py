@@ -101,8 +101,6 @@ def _cell_problems(i: int, cell: dict[str, Any]) -> list[str]:
         problems.append(
             f"cell {i}: execution_count {count} is noise on a cell without checked outputs"
         )
-    if "execution" in cell.get("metadata", {}):
-        problems.append(f"cell {i}: metadata 'execution' holds timestamps; strip it")
     return problems
 
 
@@ -114,6 +112,10 @@ def notebook_problems(path: str | os.PathLike[str]) -> list[str]:
     problems += _structure_problems(cells)
     for i, cell in enumerate(cells):
         problems += _cell_problems(i, cell)
+    # JupyterLab's per-cell run timestamps: one line for all of them, they have one fix.
+    stamped = [i for i, c in enumerate(cells) if "execution" in c.get("metadata", {})]
+    if stamped:
+        problems.append(f"cells {stamped}: metadata 'execution' holds run timestamps; strip them")
     if "widgets" in nb.get("metadata", {}):
         problems.append("notebook metadata stores widget state ('widgets'); strip it")
     return problems
