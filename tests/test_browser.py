@@ -113,6 +113,22 @@ def test_quickstart_renders_widgets_and_timeline_in_chromium(lab: JupyterLab, ar
             bar.first.scroll_into_view_if_needed()
             page.screenshot(path=str(artifacts / "quickstart-progress.png"))
 
+            # The job form: a field edited in the page re-renders the script in the kernel;
+            # Submit runs it, and the monitor's polling thread updates the page until the end.
+            preview = page.locator(".widget-html pre", has_text="mpiexec -n")
+            preview.scroll_into_view_if_needed()
+            expect(preview).to_contain_text("mpiexec -n 2 \\")
+            ranks_field = page.locator(".widget-text", has_text="ranks per node").locator("input")
+            ranks_field.fill("1")
+            ranks_field.press("Enter")
+            expect(preview).to_contain_text("mpiexec -n 1 \\")
+            page.locator(".widget-button", has_text="Submit").click()
+            state = page.locator(".widget-label", has_text="exit code")
+            expect(state).to_contain_text("COMPLETED, exit code 0", timeout=60_000)
+            expect(page.locator(".widget-html pre", has_text="epoch 1/1")).to_be_visible()
+            state.scroll_into_view_if_needed()
+            page.screenshot(path=str(artifacts / "quickstart-form.png"))
+
             assert not any("127.0.0.1" in url for url in blocked)
         except Exception:
             page.screenshot(path=str(artifacts / "quickstart-failure.png"))
