@@ -183,3 +183,13 @@ def test_validation_runs_as_a_batch_job_through_the_jobs_layer(three_notebooks):
         ("03_good.ipynb", "passed", ""),
     ]
     assert seen == ["01_raises.ipynb", "03_good.ipynb"]
+
+
+def test_batch_validation_without_an_account_is_refused_before_submitting(
+    tmp_path, isolated_runs, capsys
+):
+    nb = _notebook(tmp_path / "00_quickstart.ipynb", nbformat.v4.new_code_cell("x = 1"))
+    assert main(["validate", "--system", "aurora", "--notebooks", str(nb)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hpcprof-kit validate: ") and "account" in err
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())  # no run directory

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
         results = validate_as_job(
             find_notebooks(args.notebooks), system=args.system, timeout=args.timeout,
-            on_result=on_result, **extra,
+            on_result=on_result, progress=True, **extra,
         )  # fmt: skip
     else:
         results = validate(

@@ -68,14 +68,18 @@ def validate_as_job(
     system: str,
     timeout: float = 600.0,
     on_result: Callable[[NotebookResult], None] | None = None,
+    progress: bool = False,
     **spec_fields: Any,
 ) -> list[NotebookResult]:
-    """Submit the validation to ``system``'s scheduler, wait for it, return its verdicts."""
+    """Submit the validation to ``system``'s scheduler, wait for it, return its verdicts.
+
+    ``progress=True`` shows the job's progress bar (queue time included) while it waits.
+    """
     from hpcprof_kit.jobs import submit
 
     spec = validation_job_spec(notebooks, system, timeout=timeout, **spec_fields)
     job = submit(spec)
-    job.wait(progress=False)
+    job.wait(progress=progress)
     report = Path(job.run_dir) / REPORT
     if not report.is_file():
         raise SubmitError(

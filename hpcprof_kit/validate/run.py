@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from hpcprof_kit.errors import SpecError
 
@@ -219,12 +220,14 @@ def validate(
     *,
     cell_timeout: float | None = None,
     on_result: Callable[[NotebookResult], None] | None = None,
+    **spec_fields: Any,
 ) -> list[NotebookResult]:
     """Validate notebooks here (``system="local"``) or as a batch job on an HPC system.
 
     Every notebook runs even when an earlier one fails; ``on_result`` sees each verdict as
-    it arrives. On another system the validation is submitted through the jobs layer and
-    the per-notebook verdicts are read back from the run directory when the job ends.
+    it arrives. On another system the validation is submitted through the jobs layer (with
+    ``spec_fields`` such as ``account="MYPROJ"``, ``queue="debug"``) and the per-notebook
+    verdicts are read back from the run directory when the job ends.
 
     >>> results = validate(["notebooks/00_quickstart.ipynb"], timeout=300)   # doctest: +SKIP
     >>> all(r.ok for r in results)                                          # doctest: +SKIP
@@ -234,7 +237,9 @@ def validate(
     if system != "local":
         from hpcprof_kit.validate.batch import validate_as_job
 
-        return validate_as_job(paths, system=system, timeout=timeout, on_result=on_result)
+        return validate_as_job(
+            paths, system=system, timeout=timeout, on_result=on_result, **spec_fields
+        )
     results = []
     for path in paths:
         result = validate_notebook(path, timeout=timeout, cell_timeout=cell_timeout)
