@@ -118,3 +118,10 @@ def test_schedule_explorer_redraws_table_from_sliders():
 def test_schedule_explorer_rejects_unknown_sliders():
     with pytest.raises(SpecError, match=r"unknown slider\(s\) \['activ'\]"):
         schedule_explorer(activ=2)
+
+
+def test_form_names_an_unknown_field():
+    with pytest.raises(
+        SpecError, match=r"unknown field\(s\) \['rank'\]; JobSpec fields are .*'ranks_per_node'"
+    ):
+        job_form(system="local", rank=2)

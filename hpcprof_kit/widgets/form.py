@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from hpcprof_kit.errors import KitError
+from hpcprof_kit.errors import KitError, SpecError
 from hpcprof_kit.systems import load_system, system_names
 
 _NO_QUEUE = "(no queue)"
@@ -22,6 +22,14 @@ class JobForm:
     def __init__(self, system: str = "local", example: str = "train", **fields: Any) -> None:
         import ipywidgets as w
 
+        from hpcprof_kit.jobs import JobSpec
+
+        known = set(JobSpec.__dataclass_fields__) - {"system", "example"}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise SpecError(
+                f"job_form got unknown field(s) {unknown}; JobSpec fields are {sorted(known)}"
+            )
         self.example = example
         self.args = tuple(fields.pop("args", ()))
         self.extra = fields  # other JobSpec fields, passed through unchanged
