@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--strip",
+        "--fix-clean",
+        dest="strip",
         nargs="+",
         metavar="NOTEBOOK",
         help="clear every output but # NBVAL_CHECK_OUTPUT cells, and execution noise",
