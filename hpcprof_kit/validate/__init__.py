@@ -7,8 +7,8 @@ the sanitize file beside the notebooks).
 >>> from hpcprof_kit.validate import validate, results_table    # doctest: +SKIP
 >>> results = validate(["notebooks/00_quickstart.ipynb"])        # doctest: +SKIP
 >>> print(results_table(results))                                # doctest: +SKIP
-notebook                result  seconds  failing cell  error
-00_quickstart.ipynb     passed     21.4
+notebook             result  seconds  failing cell  error
+00_quickstart.ipynb  passed     12.5
 
 Cleanliness checks and the output stripper live in :mod:`hpcprof_kit.validate.clean`; the
 batch-job route for HPC systems in :mod:`hpcprof_kit.validate.batch`.
