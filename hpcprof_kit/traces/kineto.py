@@ -18,6 +18,8 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +55,8 @@ class _Event(msgspec.Struct, gc=False):
     name: str | None = None
     pid: Scalar = None
     tid: Scalar = None
-    ts: float | None = None
-    dur: float | None = None
+    ts: float | None = 0.0  # absent -> 0.0 keeps the column all-float (NumPy's fast path)
+    dur: float | None = 0.0
     args: _Args = _NO_ARGS
 
 
@@ -67,7 +69,7 @@ class _ExactEvent(msgspec.Struct, gc=False):
     pid: Scalar = None
     tid: Scalar = None
     ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
-    dur: float | None = None
+    dur: float | None = 0.0
     args: _Args = _NO_ARGS
 
 
@@ -157,8 +159,28 @@ def _exact_ns(raw: msgspec.Raw) -> int:
     return round(Decimal(raw.decode()) * 1000)
 
 
+class _Codes(dict):
+    """Value -> code, adding each new value as it is first seen (``dict`` lookups stay in C)."""
+
+    def __missing__(self, value: Any) -> int:
+        code = self[value] = len(self)
+        return code
+
+
+_PH = attrgetter("ph")
+_NAME = attrgetter("name")
+_ARGS = attrgetter("args")
+_GET = {c: attrgetter(c) for c in ("cat", "name", "pid", "tid", "ts", "dur")}
+_ID_ARGS = {"corr": "correlation", "ext_id": "external_id", "device": "device"}
+_IS_INSTANT = {"X": False, "i": True, "I": True}
+
+
 class _Columns:
-    """Growing columns: one list of NumPy arrays per column, codes for categorical ones."""
+    """Growing columns: one list of NumPy arrays per column, codes for categorical ones.
+
+    Each field is gathered with ``map(attrgetter(...))`` straight into ``np.fromiter``: the
+    loop over events runs in C, and no intermediate list is built on the common path.
+    """
 
     CATEGORICAL = ("cat", "name", "pid", "tid")
     NUMERIC = ("ts_ns", "dur_ns", "corr", "ext_id", "device", "stream")
@@ -166,19 +188,13 @@ class _Columns:
     def __init__(self) -> None:
         self.parts: dict[str, list[np.ndarray]] = {c: [] for c in self.CATEGORICAL + self.NUMERIC}
         self.parts["instant"] = []
-        self.codes: dict[str, dict] = {c: {} for c in self.CATEGORICAL}
+        self.codes: dict[str, _Codes] = {c: _Codes() for c in self.CATEGORICAL}
         self.wide_ints = 0
-
-    def _encode(self, col: str, values: list) -> np.ndarray:
-        table = self.codes[col]
-        for value in set(values).difference(table):
-            table[value] = len(table)
-        return np.fromiter(map(table.__getitem__, values), np.int32, len(values))
 
     def _ids(self, values: list) -> np.ndarray:
         """Integer ids (correlation, stream...) -> int64, -1 where absent or unusable."""
         try:
-            return np.array(values, dtype=np.int64)
+            return np.fromiter(values, np.int64, len(values))
         except (TypeError, ValueError, OverflowError):
             pass
         try:
@@ -190,25 +206,36 @@ class _Columns:
         arr[bad] = -1
         return arr.astype(np.int64)
 
+    def _times(self, events: list, col: str) -> np.ndarray:
+        """µs floats -> float64; a null or text value (rare) becomes nan, later 0."""
+        try:
+            return np.fromiter(map(_GET[col], events), np.float64, len(events))
+        except (TypeError, ValueError):
+            return np.array([_as_float(v) for v in map(_GET[col], events)], dtype=np.float64)
+
     def add(self, events: list, exact: bool) -> None:
-        # one list comprehension per field is faster than transposing tuples
+        n = len(events)
         for col in self.CATEGORICAL:
-            self.parts[col].append(self._encode(col, _field(events, col)))
-        ts = [e.ts for e in events]
+            codes = self.codes[col].__getitem__
+            self.parts[col].append(np.fromiter(map(codes, map(_GET[col], events)), np.int32, n))
         if exact:
-            self.parts["ts_ns"].append(np.fromiter(map(_exact_ns, ts), np.int64, len(ts)))
+            ts = np.fromiter(map(_exact_ns, map(_GET["ts"], events)), np.int64, n)
         else:
-            self.parts["ts_ns"].append(_us_to_ns(np.array(ts, dtype=np.float64)))
-        d = np.array([e.dur for e in events], dtype=np.float64)
-        self.parts["dur_ns"].append(np.rint(np.nan_to_num(d) * 1000).astype(np.int64))
-        self.parts["instant"].append(np.array([e.ph != "X" for e in events], dtype=bool))
-        args = [e.args for e in events]
-        self.parts["corr"].append(self._ids([a.correlation for a in args]))
-        self.parts["ext_id"].append(self._ids([a.external_id for a in args]))
-        self.parts["device"].append(self._ids([a.device for a in args]))
-        streams = self._ids([a.stream for a in args])
-        queues = self._ids([a.sycl_queue for a in args])
-        self.parts["stream"].append(np.where(streams >= 0, streams, queues))
+            ts = _us_to_ns(self._times(events, "ts"))
+        self.parts["ts_ns"].append(ts)
+        d = np.nan_to_num(self._times(events, "dur"))
+        self.parts["dur_ns"].append(np.rint(d * 1000).astype(np.int64))
+        self.parts["instant"].append(
+            np.fromiter(map(_IS_INSTANT.__getitem__, map(_PH, events)), bool, n)
+        )
+        args = list(map(_ARGS, events))
+        for col, key in _ID_ARGS.items():
+            self.parts[col].append(self._ids(list(map(attrgetter(key), args))))
+        streams = self._ids(list(map(attrgetter("stream"), args)))
+        if (streams < 0).any():  # SYCL queues stand where CUDA streams are absent
+            queues = self._ids(list(map(attrgetter("sycl_queue"), args)))
+            streams = np.where(streams >= 0, streams, queues)
+        self.parts["stream"].append(streams)
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
         cols = {}
@@ -218,17 +245,6 @@ class _Columns:
             parts.clear()  # free each piece as soon as it is joined
         vocab = {c: list(table) for c, table in self.codes.items()}
         return cols, vocab
-
-
-def _field(events: list, col: str) -> list:
-    # spelled out: a list comprehension with a plain attribute beats getattr by far
-    if col == "cat":
-        return [e.cat for e in events]
-    if col == "name":
-        return [e.name for e in events]
-    if col == "pid":
-        return [e.pid for e in events]
-    return [e.tid for e in events]
 
 
 def _as_float(value: Any) -> float:
@@ -348,9 +364,17 @@ class _Reader:
         )
 
     def _keep(self, events: list) -> None:
-        kept = [e for e in events if e.ph in KEPT_PHASES]
-        self.meta.extend(e for e in events if e.ph == "M")
-        self.empty_events += sum(1 for e in events if not e.ph and e.name is None)
+        phases = list(map(_PH, events))
+        seen = set(phases)
+        if seen <= KEPT_PHASES:
+            kept = events
+        else:  # one C-level pass per rare phase, not one Python test per event
+            kept = list(compress(events, map(KEPT_PHASES.__contains__, phases)))
+            if "M" in seen:
+                self.meta.extend(compress(events, map("M".__eq__, phases)))
+            if "" in seen:
+                blank = compress(events, map("".__eq__, phases))
+                self.empty_events += sum(1 for e in blank if e.name is None)
         if kept:
             self.cols.add(kept, self.exact)
 
