@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 KIT    := $(VENV)/bin/hpcprof-kit
 EXTRAS ?= local,lab,test
 
-.PHONY: env demo test lint lab bench render clean-env
+.PHONY: env demo test lint lab bench render validate clean-env
 
 env: $(VENV)/.ready
 
@@ -31,6 +31,9 @@ lint: env
 lab: env
 	$(PY) -m ipykernel install --user --name hpcprof-kit --display-name "Python (hpcprof-kit)" --env KINETO_LOG_LEVEL 6
 	KINETO_LOG_LEVEL=6 $(VENV)/bin/jupyter lab notebooks
+
+validate: env
+	KINETO_LOG_LEVEL=6 $(KIT) validate
 
 render: env
 	$(KIT) render --all jobs/
