@@ -127,6 +127,10 @@ def _train(argv: list[str] | None) -> int:
         model = DDP(model, device_ids=[dev.index] if dev.type in ("cuda", "xpu") else None)
         if args.compile:
             model = torch.compile(model)
+            if info.rank == 0:
+                from hpcprof_kit.profiling import compile_note
+
+                compile_note(args.compile, args.profile)
         loss_fn = torch.nn.MSELoss()
         timings: dict[str, list[float]] = {
             "forward": [],
