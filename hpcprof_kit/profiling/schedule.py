@@ -218,7 +218,7 @@ def plot_schedule(
 
     table = schedule_table(wait, warmup, active, repeat, skip_first, steps)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * steps + 1.5), 2.2))
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * steps + 1.5) + 1.6, 2.2))
     else:
         fig = ax.figure
     for step, row in table.iterrows():
@@ -239,9 +239,9 @@ def plot_schedule(
     ax.set_xlabel("loop step (ProfilerStep#N); Tk = saved in trace k")
     ax.legend(
         handles=[Patch(color=STATE_COLOURS[s], label=s) for s in STATES],
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.55),
-        ncol=4,
+        loc="center left",
+        bbox_to_anchor=(1.01, 0.5),  # beside the strip: clear of the axis label and title
+        ncol=1,
         fontsize=8,
         frameon=False,
     )
