@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from hpcprof_kit.traces import cache as trace_cache
-from hpcprof_kit.traces import kineto, load
+from hpcprof_kit.traces import load
+from hpcprof_kit.traces import stream as trace_stream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
@@ -29,7 +30,7 @@ def _no_parsing(monkeypatch):
     def refuse(path):
         raise AssertionError(f"parsed {path} although a cached copy exists")
 
-    monkeypatch.setattr(kineto, "read_chrome", refuse)
+    monkeypatch.setattr(trace_stream, "read_chrome", refuse)
 
 
 def test_second_load_comes_from_the_cache_beside_the_traces(trace, monkeypatch):

@@ -174,10 +174,10 @@ def _load_one(path: Path, cache: bool, comm_patterns: PatternList | None) -> tup
 def _parse(path: Path, comm_patterns: PatternList | None) -> Any:
     import pandas as pd
 
-    from . import kineto, unitrace
+    from . import kineto, stream, unitrace
     from .schema import COLUMNS, TRACKS
 
-    trace = kineto.read_chrome(path)
+    trace = stream.read_chrome(path)
     cols = trace.columns
     n_events = len(cols["ts_ns"])
     fmt = "unitrace" if unitrace.looks_like_unitrace(trace) else "kineto"

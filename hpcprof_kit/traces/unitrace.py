@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from .kineto import ChromeTrace
+from .stream import ChromeTrace
 
 _RANK_NAME = re.compile(r"\bRANK\s+(\d+)\b")
 _DEVICE_NAME = re.compile(r"DEVICE\D*(\d+)")

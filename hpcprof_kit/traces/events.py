@@ -1,0 +1,242 @@
+"""Which fields of a chrome-trace event the trace table keeps, and how they become columns.
+
+A slice of events is decoded by ``msgspec`` into the small ``Event`` structs below (every other
+field is skipped while parsing), then ``Columns.add`` gathers each field of the slice into a
+NumPy array with ``map(attrgetter(...))`` into ``np.fromiter``, so the loop over events runs in
+C. Categorical fields are coded through one key per ``(ph, cat, name, pid, tid)``; the column
+codes are split out of the distinct keys when the file is done.
+
+>>> events = FAST.decode(b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,'
+...                      b' "tid": 1, "ts": 10.5, "dur": 2.0, "args": {"External id": 7}}]')
+>>> cols = Columns()
+>>> cols.add(events, exact=False)
+>>> columns, vocab = cols.finish()
+>>> int(columns["ts_ns"][0]), int(columns["ext_id"][0]), vocab["name"]
+(10500, 7, ['aten::mm'])
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+KEPT_PHASES = frozenset({"X", "i", "I"})  # rows of the table; M events feed process names
+
+# A json value may be a number, a string (string pids) or null; wide ints stay Python ints.
+Scalar = int | float | str | None
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    # -1 defaults keep id lists all-int, so NumPy converts them on its fast path
+    correlation: Scalar = -1
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    device: Scalar = -1
+    stream: Scalar = -1
+    sycl_queue: Scalar = msgspec.field(default=-1, name="sycl queue")
+    name: Scalar = None  # process_name / thread_name metadata
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: float | None = 0.0  # absent -> 0.0 keeps the column all-float (NumPy's fast path)
+    dur: float | None = 0.0
+    args: _Args = _NO_ARGS
+
+
+class _ExactEvent(msgspec.Struct, gc=False):
+    """Same fields, but ``ts`` kept as its JSON text so epoch µs with decimals stays exact."""
+
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    dur: float | None = 0.0
+    args: _Args = _NO_ARGS
+
+
+FAST = msgspec.json.Decoder(list[_Event])
+EXACT = msgspec.json.Decoder(list[_ExactEvent])  # its Raw values pin their input: give it bytes
+ANY = msgspec.json.Decoder()
+
+
+def _exact_ns(raw: msgspec.Raw) -> int:
+    raw = bytes(raw)
+    if raw == b"null":
+        return 0
+    whole, _, frac = raw.partition(b".")
+    if frac.isdigit() and (whole.isdigit() or whole[1:].isdigit()):
+        ns = abs(int(whole)) * 1000 + round(int(frac) * 10 ** (3 - len(frac)))
+        return -ns if whole.startswith(b"-") else ns
+    return round(Decimal(raw.decode()) * 1000)
+
+
+class _Codes(dict):
+    """Value -> code, adding each new value as it is first seen (``dict`` lookups stay in C)."""
+
+    def __missing__(self, value: Any) -> int:
+        code = self[value] = len(self)
+        return code
+
+
+_PH = attrgetter("ph")
+_ARGS = attrgetter("args")
+_KEY = attrgetter("ph", "cat", "name", "pid", "tid")
+_GET = {c: attrgetter(c) for c in ("ts", "dur")}
+_ID_ARGS = {"corr": "correlation", "ext_id": "external_id", "device": "device"}
+_ID_GET = {
+    k: attrgetter(k) for k in ("correlation", "external_id", "device", "stream", "sycl_queue")
+}
+_IS_INSTANT = {"X": False, "i": True, "I": True}
+
+
+class Columns:
+    """Growing columns: one list of NumPy arrays per column, codes for categorical ones.
+
+    Each field is gathered with ``map(attrgetter(...))`` straight into ``np.fromiter``: the
+    loop over events runs in C, and no intermediate list is built on the common path.
+    """
+
+    CATEGORICAL = ("cat", "name", "pid", "tid")
+    NUMERIC = ("ts_ns", "dur_ns", "corr", "ext_id", "device", "stream")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {c: [] for c in ("key",) + self.NUMERIC}
+        self.keys = _Codes()  # (ph, cat, name, pid, tid) -> code
+        self.wide_ints = 0
+
+    def _ids(self, args: list, key: str) -> np.ndarray:
+        """Integer ids (correlation, stream...) -> int64, -1 where absent or unusable."""
+        get = _ID_GET[key]
+        try:
+            return np.fromiter(map(get, args), np.int64, len(args))
+        except (TypeError, ValueError, OverflowError):
+            values = list(map(get, args))
+        try:
+            arr = np.array(values, dtype=np.float64)  # None -> nan; exact below 2**53
+        except (TypeError, ValueError):  # strings among the ids
+            arr = np.array([_as_float(v) for v in values], dtype=np.float64)
+        bad = ~np.isfinite(arr) | (np.abs(arr) >= 2**53)
+        self.wide_ints += int(np.count_nonzero(bad & ~np.isnan(arr)))
+        arr[bad] = -1
+        return arr.astype(np.int64)
+
+    def _times(self, events: list, col: str) -> np.ndarray:
+        """µs floats -> float64; a null or text value (rare) becomes nan, later 0."""
+        try:
+            return np.fromiter(map(_GET[col], events), np.float64, len(events))
+        except (TypeError, ValueError):
+            return np.array([_as_float(v) for v in map(_GET[col], events)], dtype=np.float64)
+
+    def add(self, events: list, exact: bool) -> None:
+        n = len(events)
+        # one code per (ph, cat, name, pid, tid): one dict lookup per event instead of five;
+        # the columns are split out of the (few) distinct keys when the file is done
+        self.parts["key"].append(
+            np.fromiter(map(self.keys.__getitem__, map(_KEY, events)), np.int32, n)
+        )
+        if exact:
+            ts = np.fromiter(map(_exact_ns, map(_GET["ts"], events)), np.int64, n)
+        else:
+            ts = _us_to_ns(self._times(events, "ts"))
+        self.parts["ts_ns"].append(ts)
+        d = self._times(events, "dur")
+        d[np.isnan(d)] = 0.0
+        self.parts["dur_ns"].append(np.rint(d * 1000).astype(np.int64))
+        args = list(map(_ARGS, events))
+        for col, key in _ID_ARGS.items():
+            self.parts[col].append(self._ids(args, key))
+        streams = self._ids(args, "stream")
+        if (streams < 0).any():  # SYCL queues stand where CUDA streams are absent
+            queues = self._ids(args, "sycl_queue")
+            streams = np.where(streams >= 0, streams, queues)
+        self.parts["stream"].append(streams)
+
+    def finish(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        cols = {}
+        for col, parts in self.parts.items():
+            cols[col] = np.concatenate(parts) if parts else np.array([], dtype=np.int64)
+            parts.clear()  # free each piece as soon as it is joined
+        keys = list(self.keys)  # in first-seen order, so each column's codes are too
+        key = cols.pop("key").astype(np.intp)
+        vocab = {}
+        for i, col in enumerate(("ph",) + self.CATEGORICAL):
+            codes = _Codes()
+            table = np.fromiter(
+                map(codes.__getitem__, map(itemgetter(i), keys)), np.int32, len(keys)
+            )
+            if col == "ph":
+                instant = np.array([_IS_INSTANT[ph] for ph in codes], dtype=bool)
+                cols["instant"] = instant[table][key] if keys else np.array([], dtype=bool)
+            else:
+                cols[col] = table[key] if keys else np.array([], dtype=np.int32)
+                vocab[col] = list(codes)
+        return cols, vocab
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _us_to_ns(ts: np.ndarray) -> np.ndarray:
+    """µs (float64) -> integer ns without the loss of ``ts * 1000`` on epoch-sized values."""
+    ts = np.nan_to_num(ts)
+    whole = np.floor(ts)
+    return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000).astype(np.int64)
+
+
+def decode_loose(text: bytes, exact: bool) -> list:
+    """Events whose fields have unexpected types: decode untyped, coerce field by field."""
+    raw = ANY.decode(text)
+    cls = _ExactEvent if exact else _Event
+    out = []
+    for ev in raw:
+        ev = ev if isinstance(ev, dict) else {}
+        a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        ts = ev.get("ts")
+        out.append(
+            cls(
+                ph=str(ev.get("ph", "")),
+                cat=_text(ev.get("cat")),
+                name=_text(ev.get("name")),
+                pid=ev.get("pid") if not isinstance(ev.get("pid"), dict | list) else None,
+                tid=ev.get("tid") if not isinstance(ev.get("tid"), dict | list) else None,
+                ts=msgspec.Raw(msgspec.json.encode(ts)) if exact else _as_float(ts),
+                dur=_as_float(ev.get("dur")),
+                args=_Args(**{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()}),
+            )
+        )
+    return out
+
+
+_ARG_KEYS = {
+    "correlation": "correlation",
+    "external_id": "External id",
+    "device": "device",
+    "stream": "stream",
+    "sycl_queue": "sycl queue",
+    "name": "name",
+}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _scalar(value: Any) -> Scalar:
+    return value if isinstance(value, int | float | str) else None

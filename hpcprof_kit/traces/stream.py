@@ -1,0 +1,323 @@
+"""Stream a chrome-trace JSON file (Kineto or unitrace) into NumPy columns, slice by slice.
+
+The file is never held as Python objects: it is read in pieces of 4 MiB, and decoded in
+slices of about 256 KiB, each cut at the end of a complete event and decoded with the typed
+decoders of ``events.py``; the columns grow by one NumPy array per slice. Defects seen in the
+wild (raw control characters, bare ``N/A``, trailing ``{}``, wide integers, a file cut short)
+are repaired or skipped with a warning instead of a crash.
+
+>>> from hpcprof_kit.traces.stream import read_chrome   # doctest: +SKIP
+>>> trace = read_chrome("traces/train-0-of-2.json.gz")  # doctest: +SKIP
+>>> trace.columns["ts_ns"][:3]                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import zlib
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import TraceFormatError
+from .events import ANY, EXACT, FAST, KEPT_PHASES, Columns, decode_loose
+
+READ_BYTES = 4 * 1024 * 1024  # read (or inflate) this much at a time
+# Decode this much at a time: the events of one slice stay in the CPU cache while their
+# columns are gathered, which is faster than larger slices (measured in bench_loader.py).
+SLICE_BYTES = 256 * 1024
+HEADER_LIMIT = 64 * 1024 * 1024  # traceEvents must start within this many bytes
+_PH = attrgetter("ph")
+
+# Absolute epoch µs (>= 13 integer digits) with non-zero decimals: float64 would lose ns.
+_NEEDS_EXACT = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d*[1-9]')
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
+_AFTER_LAST = re.compile(rb"\s*,?\s*$")
+_LEAD = re.compile(rb"[\s,\[]*")
+_BARE_WORDS = re.compile(rb"(:\s*|\[\s*|,\s*)(?:N/A|NaN|-?Infinity|nan|inf)(?=\s*[,}\]])")
+_CONTROL = bytes.maketrans(bytes(range(32)), b" " * 32)
+
+
+@dataclass
+class ChromeTrace:
+    """What one chrome-trace file holds, as columns plus its top-level metadata."""
+
+    path: Path
+    header: dict[str, Any]
+    columns: dict[str, np.ndarray]
+    vocab: dict[str, list]  # categorical column -> its values, indexed by code
+    process_names: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    text_bytes: int = 0  # decompressed JSON size
+
+
+def _pieces(path: Path, warn: list[str]):
+    """Yield the decompressed bytes of ``path``; a gzip cut short ends early with a note."""
+    with open(path, "rb") as fh:
+        first = fh.read(2)
+        fh.seek(0)
+        if first != b"\x1f\x8b":
+            while piece := fh.read(READ_BYTES):
+                yield piece
+            return
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        while raw := fh.read(READ_BYTES // 4):
+            while raw:
+                try:
+                    yield inflater.decompress(raw, READ_BYTES)
+                except zlib.error as exc:
+                    warn.append(f"gzip stream is damaged ({exc}); kept what came before")
+                    return
+                raw = inflater.unconsumed_tail
+                if inflater.eof and inflater.unused_data:  # concatenated gzip members
+                    raw = inflater.unused_data
+                    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        yield inflater.flush()
+        if not inflater.eof:
+            warn.append("gzip stream ends before its end marker (file cut short)")
+
+
+def _clean(text: bytes) -> bytes:
+    """Repair the invalid JSON that profilers write: control characters, bare N/A and NaN."""
+    return _BARE_WORDS.sub(rb"\1null", text.translate(_CONTROL))
+
+
+def _decode_object(text: bytes) -> dict[str, Any] | None:
+    for candidate in (text, _clean(text)):
+        try:
+            value = ANY.decode(candidate)
+        except msgspec.DecodeError:
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _header(text: bytes) -> dict[str, Any]:
+    """Top-level keys before ``traceEvents``: ``{"schemaVersion": 1, ... ,`` -> a dict."""
+    body = text.strip().rstrip(b",")
+    return _decode_object(body + b"}") or {}
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.notes: list[str] = []
+        self.cols = Columns()
+        self.dirty = False  # the file needed repairs once: repair every later slice up front
+        self.exact = False
+        self.meta: list = []  # M events
+        self.empty_events = 0
+        self.done = False  # saw the closing ']' of traceEvents
+        self.relative = False  # baseTimeNanoseconds in the header: ts are small, float64 is exact
+
+    def _decode(self, text: bytes) -> list | None:
+        """Decode ``[events]``, repairing invalid JSON once it has been seen.
+
+        ``text`` is always an immutable ``bytes`` copy: a ``msgspec.Raw`` value (exact ``ts``)
+        keeps a buffer export of its input, so decoding a view of the growing read buffer
+        would pin that buffer (``BufferError: memoryview has N exported buffers``).
+        """
+        if not self.exact and not self.relative and _NEEDS_EXACT.search(text):
+            self.exact = True
+        decoder = EXACT if self.exact else FAST
+        for repair in (False, True) if not self.dirty else (True,):
+            candidate = _clean(text) if repair else text
+            try:
+                events = decoder.decode(candidate)
+            except msgspec.ValidationError:
+                events = decode_loose(candidate, self.exact)
+            except msgspec.DecodeError:
+                continue
+            if repair and not self.dirty:
+                self.dirty = True
+                self.notes.append("repaired invalid JSON (control characters or bare N/A/NaN)")
+            return events
+        return None
+
+    def _decode_slice(self, buf: bytearray, start: int, stop: int) -> list | None:
+        """Decode the events in ``buf[start:stop]`` from a bracketed ``bytes`` copy of them."""
+        with memoryview(buf) as whole, whole[start:stop] as body:
+            text = b"".join((b"[", body, b"]"))  # one copy; the views are released here
+        return self._decode(text)
+
+    def consume(self, buf: bytearray, pos: int, final: bool) -> int:
+        """Decode about ``SLICE_BYTES`` of complete events from ``buf[pos:]``; return the new pos.
+
+        ``pos`` is at the ``[`` or ``,`` before the next event. Returns ``pos`` unchanged when
+        no complete event is there yet (more bytes are needed, or the file ends).
+        """
+        start = _LEAD.match(buf, pos).end()
+        window = SLICE_BYTES
+        while True:
+            end = min(start + window, len(buf))
+            at_end = end == len(buf)
+            used = self._consume_window(buf, start, end, final and at_end)
+            if used is not None:
+                return used
+            if at_end:
+                break
+            window *= 4  # an event longer than the window: look further
+        if not final and end - start > HEADER_LIMIT:
+            raise TraceFormatError(
+                f"{self.path}: no complete trace event could be decoded near byte offset "
+                f"{start}; expected a JSON array of chrome-trace events in 'traceEvents'"
+            )
+        return pos
+
+    def _consume_window(self, buf: bytearray, start: int, end: int, final: bool) -> int | None:
+        """Decode up to the last event that ends before ``end``; None when there is none."""
+        attempts = 0
+        while attempts < 8:
+            p = buf.rfind(b"}", start, end)
+            if p < 0:
+                return None
+            end = p
+            after = _AFTER_EVENT.match(buf, p + 1)
+            last = final and _AFTER_LAST.match(buf, p + 1)
+            if not (after or last):
+                continue  # a brace inside an event
+            attempts += 1
+            events = self._decode_slice(buf, start, p + 1)
+            if events is None:
+                continue
+            self._keep(events)
+            if after and buf[after.end() - 1] == 0x5D:  # "]": the array is complete
+                self.done = True
+                return after.end()
+            return p + 1 if after else last.end()
+        return None
+
+    def _keep(self, events: list) -> None:
+        phases = list(map(_PH, events))
+        seen = set(phases)
+        if seen <= KEPT_PHASES:
+            kept = events
+        else:  # one C-level pass per rare phase, not one Python test per event
+            kept = list(compress(events, map(KEPT_PHASES.__contains__, phases)))
+            if "M" in seen:
+                self.meta.extend(compress(events, map("M".__eq__, phases)))
+            if "" in seen:
+                blank = compress(events, map("".__eq__, phases))
+                self.empty_events += sum(1 for e in blank if e.name is None)
+        if kept:
+            self.cols.add(kept, self.exact)
+
+
+def read_chrome(path: str | Path) -> ChromeTrace:
+    """Read one chrome-trace file (``.json`` or ``.json.gz``) into columns.
+
+    >>> import json, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+    >>> _ = p.write_text(json.dumps({"traceEvents": [
+    ...     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+    ...      "ts": 1712195495519695.8, "dur": 2.5}]}))
+    >>> t = read_chrome(p)
+    >>> int(t.columns["ts_ns"][0]), int(t.columns["dur_ns"][0])
+    (1712195495519695800, 2500)
+    """
+    path = Path(path)
+    reader = _Reader(path)
+    buf = bytearray()
+    pos = 0  # bytes of buf already decoded; dropped before the next piece is appended
+    header: dict[str, Any] | None = None
+    total = 0
+    gc_was_on = gc.isenabled()
+    gc.disable()  # the collector would rescan every decoded event; nothing here is cyclic
+    try:
+        for piece in _pieces(path, reader.notes):
+            total += len(piece)
+            del buf[:pos]
+            pos = 0
+            buf += piece
+            if reader.done:
+                continue  # only the trailing keys remain; keep them for the metadata
+            if header is None:
+                header = _find_events(buf, path, final=False)
+                if header is None:
+                    continue
+                reader.relative = isinstance(header.get("baseTimeNanoseconds"), int)
+            while len(buf) - pos >= 2 * SLICE_BYTES and not reader.done:
+                used = reader.consume(buf, pos, final=False)
+                if used == pos:
+                    break
+                pos = used
+        del buf[:pos]
+        if header is None:
+            header = _find_events(buf, path, final=True) or {}
+        pos = 0
+        while not reader.done and _LEAD.match(buf, pos).end() < len(buf):
+            used = reader.consume(buf, pos, final=True)
+            if used == pos:
+                break
+            pos = used
+        trailer = bytes(buf[pos:])
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return _finish(reader, header, trailer, total)
+
+
+def _find_events(buf: bytearray, path: Path, final: bool) -> dict[str, Any] | None:
+    """Locate the start of the traceEvents array; drop the header from ``buf`` and return it."""
+    head = bytes(buf[:64]).lstrip()
+    if head[:1] == b"[":  # the bare-array form of the chrome trace format
+        del buf[: len(buf) - len(buf.lstrip())]  # keep the "[" (see consume)
+        return {}
+    if head[:1] not in (b"{", b""):
+        raise TraceFormatError(
+            f"{path}: not a trace file: expected a chrome-trace JSON object with a "
+            f"'traceEvents' array (Kineto or unitrace), found {head[:40]!r}"
+        )
+    match = _EVENTS_KEY.search(buf)
+    if match is None:
+        if final or len(buf) > HEADER_LIMIT:
+            raise TraceFormatError(
+                f"{path}: not a trace file: no 'traceEvents' array in its first "
+                f"{min(len(buf), HEADER_LIMIT)} bytes; expected Kineto or unitrace chrome JSON"
+            )
+        return None
+    header = _header(bytes(buf[: match.start()]))
+    del buf[: match.end() - 1]  # keep the "[" (see consume)
+    return header
+
+
+def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> ChromeTrace:
+    notes = reader.notes
+    text = trailer.strip()
+    if not reader.done:
+        lost = len(text.lstrip(b", \n\r\t"))
+        notes.append(
+            f"file cut short: kept every complete event, {lost} bytes after the last one were lost"
+        )
+    elif text.strip(b",}\n\r\t ").strip():
+        extra = _decode_object(b"{" + text.lstrip(b", \n\r\t"))
+        if extra is None:
+            notes.append("the keys after traceEvents could not be read (file cut short?)")
+        else:
+            header = {**header, **extra}
+    if reader.empty_events:
+        notes.append(f"skipped {reader.empty_events} empty {{}} events")
+    if reader.cols.wide_ints:
+        notes.append(f"{reader.cols.wide_ints} ids did not fit in int64 and were set to -1")
+    columns, vocab = reader.cols.finish()
+    base = header.get("baseTimeNanoseconds")
+    relative = columns["ts_ns"].size and int(columns["ts_ns"].max()) < (base or 0)
+    if isinstance(base, int) and relative:
+        # torch >= 2.4: ts is relative to the base; older traces are absolute already
+        columns["ts_ns"] += base
+    processes, threads = {}, {}
+    for m in reader.meta:
+        value = m.args.name if isinstance(m.args.name, str) else None
+        if value is not None and m.name == "process_name":
+            processes[str(m.pid)] = value
+        elif value is not None and m.name == "thread_name":
+            threads[(str(m.pid), str(m.tid))] = value
+    return ChromeTrace(reader.path, header, columns, vocab, processes, threads, notes, total)
