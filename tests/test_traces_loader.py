@@ -188,3 +188,20 @@ def test_comm_patterns_are_extendable(tmp_path):
     assert df.set_index("name").loc["oneccl_allreduce_kernel_bf16", "track"] == "gpu"
     assert classify_comm("ncclKernel_AllGather_RING_LL_Sum_int8_t") == "nccl"
     assert classify_comm("aten::mm") is None
+
+
+def test_relative_ts_beyond_float64_keeps_every_nanosecond(tmp_path):
+    # Kineto >= 2.4 writes µs relative to baseTimeNanoseconds; past 2**43 µs (about 102 days
+    # after the base) a float64 step exceeds 1 ns, so such times must be read as text.
+    path = tmp_path / "late-0-of-1.json"
+    path.write_text(
+        '{"schemaVersion": 1, "baseTimeNanoseconds": 1700000000000000000, "traceEvents": [\n'
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,'
+        ' "ts": 9007199254740.993, "dur": 1.001},\n'
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,'
+        ' "ts": 8796093022208.001, "dur": 2.5}]}'
+    )
+    df = load(path, cache=False)
+    base = 1_700_000_000_000_000_000
+    assert df.ts_ns.tolist() == [base + 9_007_199_254_740_993, base + 8_796_093_022_208_001]
+    assert df.dur_ns.tolist() == [1001, 2500]

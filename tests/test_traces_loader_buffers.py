@@ -5,7 +5,8 @@ Jupyter kernel on 2-rank train traces: a ``msgspec.Raw`` value (the exact ``ts``
 a buffer export of the input it was decoded from, so decoding a view of the loader's growing
 read buffer pinned that buffer while the view was released. The loader now hands msgspec
 ``bytes`` copies only; these tests load the traces the report used, twice, with the
-collector on and off (a notebook kernel often has pending garbage), through both decoders.
+collector on and off (a notebook kernel often has pending garbage), through both decoders
+(float ``ts`` beside ``baseTimeNanoseconds``, and exact ``ts`` text for absolute epoch µs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -43,15 +45,21 @@ def train_traces(tmp_path_factory, mpiexec) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exact_traces(train_traces, tmp_path_factory) -> Path:
-    """The same traces without ``baseTimeNanoseconds``: 13-digit µs with decimals, so the
-    loader reads ``ts`` as text (``msgspec.Raw``) to keep every nanosecond."""
-    out = tmp_path_factory.mktemp("train_exact")
+def absolute_traces(train_traces, tmp_path_factory) -> Path:
+    """The same traces in the older layout: absolute epoch µs with ns decimals and no
+    ``baseTimeNanoseconds``. Such values are beyond float64's precision, so the loader reads
+    each ``ts`` as its JSON text (a ``msgspec.Raw``)."""
+    out = tmp_path_factory.mktemp("train_absolute")
     for f in sorted(train_traces.glob("*.json")):
         text = f.read_text()
-        stripped = re.sub(r'"baseTimeNanoseconds":\s*\d+,', "", text, count=1)
-        assert stripped != text, f"{f.name} has no baseTimeNanoseconds to strip"
-        (out / f.name).write_text(stripped)
+        base = int(re.search(r'"baseTimeNanoseconds":\s*(\d+),', text).group(1))
+        text = re.sub(r'"baseTimeNanoseconds":\s*\d+,', "", text, count=1)
+
+        def absolute(m: re.Match, base: int = base) -> str:
+            ns = base + round(Decimal(m.group(2)) * 1000)  # exact decimal arithmetic
+            return f"{m.group(1)}{ns // 1000}.{ns % 1000:03d}"
+
+        (out / f.name).write_text(re.sub(r'("ts":\s*)(-?\d+(?:\.\d+)?)', absolute, text))
     return out
 
 
@@ -97,40 +105,34 @@ def test_full_recording_traces_load_twice_in_one_process(train_traces, collector
     assert len(memory) > 0 and set(memory.track.astype(str)) == {"instant"}
 
 
-def test_exact_ts_traces_load_twice_with_the_collector_off(train_traces, exact_traces):
+def test_absolute_ts_traces_load_twice_with_the_collector_off(train_traces, absolute_traces):
     with_base = load(train_traces, cache=False, workers=1)
     was_on = gc.isenabled()
     gc.disable()
     try:
-        first, second = _load_twice(exact_traces, workers=1)
+        first, second = _load_twice(absolute_traces, workers=1)
     finally:
         if was_on:
             gc.enable()
     _same(first, second)
-    assert len(first) == len(with_base)
-    # Without the base the times are the µs text itself: the same instants, to the ns.
-    for rank in (0, 1):
-        base = json.loads((train_traces / f"trace-{rank}-of-2.json").read_text())[
-            "baseTimeNanoseconds"
-        ]
-        got = first[first["rank"] == rank].ts_ns.to_numpy()
-        want = with_base[with_base["rank"] == rank].ts_ns.to_numpy() - base
-        assert (got == want).all()
+    # the same instants to the nanosecond, whether written as base + µs or as epoch µs
+    _same(first, with_base)
 
 
-def test_msgspec_only_ever_decodes_immutable_bytes(exact_traces, monkeypatch):
-    seen: list[type] = []
+def test_msgspec_only_ever_decodes_immutable_bytes(absolute_traces, monkeypatch):
+    seen: list[tuple[str, type]] = []
 
     class Recording:
-        def __init__(self, decoder) -> None:
-            self.decoder = decoder
+        def __init__(self, name: str) -> None:
+            self.name, self.decoder = name, getattr(trace_stream, name)
 
         def decode(self, text):
-            seen.append(type(text))
+            seen.append((self.name, type(text)))
             return self.decoder.decode(text)
 
     for name in ("FAST", "EXACT"):
-        monkeypatch.setattr(trace_stream, name, Recording(getattr(trace_stream, name)))
-    df = load(exact_traces, cache=False, workers=1)
-    assert len(df) > 0 and len(seen) >= 2
-    assert set(seen) == {bytes}
+        monkeypatch.setattr(trace_stream, name, Recording(name))
+    df = load(absolute_traces, cache=False, workers=1)
+    assert len(df) > 0
+    assert {name for name, _ in seen} == {"FAST", "EXACT"}  # the Raw decoder was used
+    assert {kind for _, kind in seen} == {bytes}

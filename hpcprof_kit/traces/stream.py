@@ -35,8 +35,20 @@ SLICE_BYTES = 256 * 1024
 HEADER_LIMIT = 64 * 1024 * 1024  # traceEvents must start within this many bytes
 _PH = attrgetter("ph")
 
-# Absolute epoch µs (>= 13 integer digits) with non-zero decimals: float64 would lose ns.
-_NEEDS_EXACT = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d*[1-9]')
+# µs whose ns decimals float64 cannot hold: from 2**43 µs (about 8.8e12) a float64 step
+# exceeds 1 ns, so 14+ integer digits, or 13 from 8e12 on (absolute epoch µs has 16).
+_NEEDS_EXACT = re.compile(rb'"ts"\s*:\s*-?(?:\d{14,}|[89]\d{12})\.\d*[1-9]')
+FLOAT_EXACT_US = 8e12  # below this, float64 µs rounds to the exact ns
+
+
+def _beyond_float(events: list) -> bool:
+    """Whether a slice's times (first, middle, last event) reach ``FLOAT_EXACT_US``."""
+    for e in (events[0], events[len(events) // 2], events[-1]):
+        if isinstance(e.ts, float) and abs(e.ts) >= FLOAT_EXACT_US:
+            return True
+    return False
+
+
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
 _AFTER_LAST = re.compile(rb"\s*,?\s*$")
@@ -116,18 +128,23 @@ class _Reader:
         self.meta: list = []  # M events
         self.empty_events = 0
         self.done = False  # saw the closing ']' of traceEvents
-        self.relative = False  # baseTimeNanoseconds in the header: ts are small, float64 is exact
 
     def _decode(self, text: bytes) -> list | None:
-        """Decode ``[events]``, repairing invalid JSON once it has been seen.
+        """Decode ``[events]``; ``ts`` as float64 unless the file needs it exact (see below).
 
         ``text`` is always an immutable ``bytes`` copy: a ``msgspec.Raw`` value (exact ``ts``)
         keeps a buffer export of its input, so decoding a view of the growing read buffer
         would pin that buffer (``BufferError: memoryview has N exported buffers``).
         """
-        if not self.exact and not self.relative and _NEEDS_EXACT.search(text):
-            self.exact = True
-        decoder = EXACT if self.exact else FAST
+        events = self._decode_with(EXACT if self.exact else FAST, text)
+        # the costly regex runs only on slices whose times are large enough to need it
+        if events and not self.exact and _beyond_float(events) and _NEEDS_EXACT.search(text):
+            self.exact = True  # from here on every slice keeps ts as its text
+            events = self._decode_with(EXACT, text)
+        return events
+
+    def _decode_with(self, decoder: msgspec.json.Decoder, text: bytes) -> list | None:
+        """Decode with ``decoder``, repairing invalid JSON once it has been seen."""
         for repair in (False, True) if not self.dirty else (True,):
             candidate = _clean(text) if repair else text
             try:
@@ -243,7 +260,6 @@ def read_chrome(path: str | Path) -> ChromeTrace:
                 header = _find_events(buf, path, final=False)
                 if header is None:
                     continue
-                reader.relative = isinstance(header.get("baseTimeNanoseconds"), int)
             while len(buf) - pos >= 2 * SLICE_BYTES and not reader.done:
                 used = reader.consume(buf, pos, final=False)
                 if used == pos:
