@@ -112,24 +112,8 @@ def rank_profiler(args: argparse.Namespace, rank: int, world_size: int, local_ra
                 "reinstall the kit, or run without --profile"
             ) from None
         return contextlib.nullcontext(_NoSteps())
-    if not args.trace_dir:
-        return profiling.profiler_from_args(args, rank, world_size, current_run_dir(), local_rank)
-    if not args.profile:
-        return profiling.profiler_from_args(args, rank, world_size, None, local_rank)
-    return profiling.make_profiler(
-        schedule=profiling.schedule_from_args(args),
-        activities=args.activities,
-        record_shapes=args.record_shapes,
-        profile_memory=args.profile_memory,
-        with_stack=args.with_stack,
-        with_flops=args.with_flops,
-        trace_dir=args.trace_dir,
-        rank=rank,
-        world_size=world_size,
-        local_rank=local_rank,
-        ranks=args.trace_ranks,
-        prefix=args.trace_prefix,
-        gzip=args.trace_gzip,
+    return profiling.profiler_from_args(
+        args, rank, world_size, current_run_dir(), local_rank, trace_dir=args.trace_dir or None
     )
 
 

@@ -84,15 +84,17 @@ def profiler_from_args(
     world_size: int,
     run_dir: str | os.PathLike[str] | None = None,
     local_rank: int | None = None,
+    trace_dir: str | os.PathLike[str] | None = None,
 ) -> RankProfiler | NoProfiler:
     """The profiler the flags ask for on this rank (a do-nothing object without ``--profile``).
 
-    Traces go to ``<run_dir>/traces`` (``run_dir`` defaults to ``$HPCPROF_RUN_DIR``, else ``.``),
-    tables to ``<run_dir>/tables``.
+    Traces go to ``trace_dir`` when given (an app's ``--trace-dir``), else ``<run_dir>/traces``
+    (``run_dir`` defaults to ``$HPCPROF_RUN_DIR``, else ``.``); tables go beside, to ``tables/``.
     """
     if not getattr(args, "profile", False):
         return NoProfiler(emit_itt=emit_itt_requested())
-    trace_dir = Path(run_dir) / "traces" if run_dir is not None else None
+    if trace_dir is None and run_dir is not None:
+        trace_dir = Path(run_dir) / "traces"
     return make_profiler(
         schedule=schedule_from_args(args),
         activities=args.activities,
