@@ -119,3 +119,18 @@ def test_json_without_trace_events_is_refused(tmp_path):
     path.write_text(json.dumps({"lr": 0.1, "epochs": 3}))
     with pytest.raises(TraceFormatError, match=r"config\.json: not a trace file: no 'traceEvents'"):
         load(path, cache=False)
+
+
+def test_text_times_in_an_epoch_trace_do_not_crash(tmp_path):
+    # epoch µs with ns decimals are read as text; a ts written as a string must not stop that
+    path = tmp_path / "odd-0-of-1.json"
+    events = [
+        '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1712195495519695.812, "dur": 1}',
+        '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": "1712195495519696.5", "dur": 1}',
+        '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": "soon", "dur": 1}',
+    ]
+    path.write_text('{"traceEvents": [' + ",\n".join(events) + "]}")
+    df = load(path, cache=False).set_index("name")
+    assert df.loc["a", "ts_ns"] == 1_712_195_495_519_695_812
+    assert df.loc["b", "ts_ns"] == 1_712_195_495_519_696_500
+    assert df.loc["c", "ts_ns"] == 0

@@ -80,7 +80,36 @@ def _exact_ns(raw: msgspec.Raw) -> int:
     if frac.isdigit() and (whole.isdigit() or whole[1:].isdigit()):
         ns = abs(int(whole)) * 1000 + round(int(frac) * 10 ** (3 - len(frac)))
         return -ns if whole.startswith(b"-") else ns
-    return round(Decimal(raw.decode()) * 1000)
+    try:  # other layouts (exponent, many decimals, a number written as a string)
+        return round(Decimal(raw.strip(b'"').decode()) * 1000)
+    except (ArithmeticError, ValueError):  # not a number at all: like a missing ts
+        return 0
+
+
+_DIGIT_VALUES = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # 10**18 ... 10**0
+
+
+def _exact_ns_many(raws: list) -> np.ndarray:
+    """ns of many ``ts`` texts at once when they share one layout (``1712195495519695.812``).
+
+    Traces write every time with the same digit count, so the texts form an (n, width) grid
+    of digits that NumPy turns into integers; any other layout is read one by one.
+    """
+    n = len(raws)
+    joined = b"".join(raws)
+    first = bytes(raws[0]) if n else b""
+    dot = first.find(b".")
+    width = len(first)
+    places = width - dot - 1
+    if n and len(joined) == n * width and 0 < dot <= 16 and 0 < places <= 3:
+        grid = np.frombuffer(joined, np.uint8).reshape(n, width)
+        digits = np.delete(grid, dot, axis=1) - np.uint8(48)  # "." out; non-digits wrap > 9
+        # 16 whole digits make 19-digit ns: below 9e18 they fit in int64
+        fits = dot < 16 or (digits[:, 0] <= 8).all()
+        if fits and (grid[:, dot] == 46).all() and (digits <= 9).all():
+            ns = digits.astype(np.int64) @ _DIGIT_VALUES[-digits.shape[1] :]
+            return ns * 10 ** (3 - places)
+    return np.fromiter(map(_exact_ns, raws), np.int64, n)
 
 
 class _Codes(dict):
@@ -141,6 +170,7 @@ class Columns:
             return np.array([_as_float(v) for v in map(_GET[col], events)], dtype=np.float64)
 
     def add(self, events: list, exact: bool) -> None:
+        """Append one slice of decoded events (``exact``: their ``ts`` is JSON text)."""
         n = len(events)
         # one code per (ph, cat, name, pid, tid): one dict lookup per event instead of five;
         # the columns are split out of the (few) distinct keys when the file is done
@@ -148,7 +178,7 @@ class Columns:
             np.fromiter(map(self.keys.__getitem__, map(_KEY, events)), np.int32, n)
         )
         if exact:
-            ts = np.fromiter(map(_exact_ns, map(_GET["ts"], events)), np.int64, n)
+            ts = _exact_ns_many(list(map(_GET["ts"], events)))
         else:
             ts = _us_to_ns(self._times(events, "ts"))
         self.parts["ts_ns"].append(ts)
@@ -165,6 +195,7 @@ class Columns:
         self.parts["stream"].append(streams)
 
     def finish(self) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        """The joined columns, and each categorical column's values indexed by code."""
         cols = {}
         for col, parts in self.parts.items():
             cols[col] = np.concatenate(parts) if parts else np.array([], dtype=np.int64)

@@ -148,10 +148,11 @@ class _Reader:
         for repair in (False, True) if not self.dirty else (True,):
             candidate = _clean(text) if repair else text
             try:
-                events = decoder.decode(candidate)
-            except msgspec.ValidationError:
-                events = decode_loose(candidate, self.exact)
-            except msgspec.DecodeError:
+                try:
+                    events = decoder.decode(candidate)
+                except msgspec.ValidationError:  # a field of another type: decode untyped
+                    events = decode_loose(candidate, self.exact)
+            except msgspec.DecodeError:  # invalid JSON, or not cut at an event's end
                 continue
             if repair and not self.dirty:
                 self.dirty = True
