@@ -83,13 +83,14 @@ def _same(a, b) -> None:
         assert (a[col].astype(str) == b[col].astype(str)).all(), col
 
 
+@pytest.mark.parametrize("workers", [1, 2])  # in the notebook's process, or one per rank
 @pytest.mark.parametrize("collector", ["on", "off"])
-def test_full_recording_traces_load_twice_in_one_process(train_traces, collector):
+def test_full_recording_traces_load_twice_in_one_process(train_traces, collector, workers):
     was_on = gc.isenabled()
     if collector == "off":
         gc.disable()
     try:
-        first, second = _load_twice(train_traces, workers=1)
+        first, second = _load_twice(train_traces, workers=workers)
     finally:
         if was_on:
             gc.enable()
