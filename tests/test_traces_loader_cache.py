@@ -92,3 +92,18 @@ def test_a_damaged_copy_is_a_miss(trace):
     copy.write_bytes(b"PK\x03\x04 not really a zip")
     pd.testing.assert_frame_equal(load(trace), first)
     assert os.path.getsize(copy) > 100  # rewritten by the second load
+
+
+def test_parallel_load_falls_back_when_shared_memory_is_full(tmp_path, monkeypatch):
+    """Workers hand tables back through a file; a file that cannot be written is no failure."""
+    for rank in (0, 1):  # no distributedInfo in this fixture: the rank comes from the name
+        shutil.copy(FIXTURES / "string_pids.json", tmp_path / f"trace-{rank}-of-2.json")
+    expected = load(tmp_path, workers=1, cache=False)
+
+    def full_disk(fh, df):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trace_cache, "save_table", full_disk)  # inherited by forked workers
+    got = load(tmp_path, workers=2, cache=False)
+    assert got.equals(expected)
+    assert sorted(got.attrs["ranks"]) == [0, 1]

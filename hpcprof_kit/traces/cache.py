@@ -71,33 +71,26 @@ def _writable(folder: Path) -> bool:
         return False
 
 
-def read(path: str | os.PathLike[str], key: str) -> Any | None:
-    """The cached table for ``path`` under ``key``, or None when there is none (or it is unreadable)."""
+def read_table(place: str | os.PathLike[str]) -> Any:
+    """A table stored by :func:`save_table` (raises OSError/ValueError/KeyError if damaged)."""
     import pandas as pd
 
-    for place in _places(Path(path), key):
-        if not place.is_file():
-            continue
-        try:
-            with np.load(place, allow_pickle=False) as z:
-                meta = json.loads(str(z["__meta__"]))
-                data = {}
-                for col, dtype in meta["columns"]:
-                    if dtype == "category":
-                        labels = z[f"{col}.labels"].tolist()
-                        data[col] = pd.Categorical.from_codes(z[f"{col}.codes"], categories=labels)
-                    else:
-                        data[col] = z[col]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            continue  # a damaged copy is just a miss; the trace is parsed again
-        df = pd.DataFrame(data)
-        df.attrs["ranks"] = {int(r): m for r, m in meta["ranks"].items()}
-        return df
-    return None
+    with np.load(place, allow_pickle=False) as z:
+        meta = json.loads(str(z["__meta__"]))
+        data = {}
+        for col, dtype in meta["columns"]:
+            if dtype == "category":
+                labels = z[f"{col}.labels"].tolist()
+                data[col] = pd.Categorical.from_codes(z[f"{col}.codes"], categories=labels)
+            else:
+                data[col] = z[col]
+    df = pd.DataFrame(data)
+    df.attrs["ranks"] = {int(r): m for r, m in meta["ranks"].items()}
+    return df
 
 
-def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
-    """Store ``df`` for ``path``; returns where, or None when no place was writable."""
+def save_table(fh: Any, df: Any) -> None:
+    """Write ``df`` (a trace table) to an open binary file as plain NumPy arrays."""
     arrays: dict[str, np.ndarray] = {}
     columns = []
     for col in df.columns:
@@ -111,6 +104,23 @@ def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
             columns.append((col, str(s.dtype)))
     meta = {"columns": columns, "ranks": {str(r): m for r, m in df.attrs.get("ranks", {}).items()}}
     arrays["__meta__"] = np.array(json.dumps(meta, default=str))
+    np.savez(fh, **arrays)
+
+
+def read(path: str | os.PathLike[str], key: str) -> Any | None:
+    """The cached table for ``path`` under ``key``, or None when there is none (or it is unreadable)."""
+    for place in _places(Path(path), key):
+        if not place.is_file():
+            continue
+        try:
+            return read_table(place)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            continue  # a damaged copy is just a miss; the trace is parsed again
+    return None
+
+
+def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
+    """Store ``df`` for ``path``; returns where, or None when no place was writable."""
     for place in _places(Path(path), key):
         if place.parent.name == CACHE_DIR and not _writable(place.parent.parent):
             continue
@@ -119,7 +129,7 @@ def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
             # write aside, then rename: a reader never sees half a file
             fd, tmp = tempfile.mkstemp(dir=place.parent, suffix=".part")
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
+                save_table(fh, df)
             os.replace(tmp, place)
             return place
         except OSError:

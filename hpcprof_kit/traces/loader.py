@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import tempfile
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -116,9 +117,7 @@ def load(
     if workers <= 1 or len(files) == 1:
         parts = [_load_one(f, cache, comm_patterns) for f in files]
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_load_one, f, cache, comm_patterns) for f in files]
-            parts = [fut.result() for fut in futures]
+        parts = _load_in_workers(files, workers, cache, comm_patterns)
     claimed: dict[int, Path] = {}
     tables, ranks = [], {}
     for f, (df, _) in zip(files, parts, strict=True):
@@ -154,6 +153,48 @@ def _concat(tables: list, pd: Any) -> Any:
         else:
             data[col] = np.concatenate([t[col].to_numpy() for t in tables])
     return pd.DataFrame(data)
+
+
+def _load_in_workers(
+    files: list[Path], workers: int, cache: bool, comm_patterns: PatternList | None
+) -> list[tuple[Any, int]]:
+    """Parse files in worker processes. Tables come back through a file in shared memory
+    (``/dev/shm`` when there is one): pickling ~100 MB of columns through the pool's pipe and
+    unpickling it here cost more than the parse it was parallelising."""
+    from . import cache as trace_cache
+
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="hpcprof-load-", dir=shm) as tmp:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [
+                pool.submit(_load_one_to_file, f, cache, comm_patterns, Path(tmp) / f"{i}.npz")
+                for i, f in enumerate(files)
+            ]
+            stored = [fut.result() for fut in futures]
+        return [
+            (trace_cache.read_table(table) if isinstance(table, Path) else table, rank)
+            for table, rank in stored
+        ]
+
+
+def _load_one_to_file(
+    path: Path, cache: bool, comm_patterns: PatternList | None, out: Path
+) -> tuple[Any, int]:
+    """Worker side of :func:`_load_in_workers`: parse one file, store its table at ``out``.
+
+    Returns ``(out, rank)``, or ``(table, rank)`` when ``out`` cannot be written (a full or
+    small ``/dev/shm``): the table then travels back through the pool's pipe instead.
+    """
+    from . import cache as trace_cache
+
+    df, rank = _load_one(path, cache, comm_patterns)
+    try:
+        with out.open("wb") as fh:
+            trace_cache.save_table(fh, df)
+    except OSError:
+        out.unlink(missing_ok=True)
+        return df, rank
+    return out, rank
 
 
 def _load_one(path: Path, cache: bool, comm_patterns: PatternList | None) -> tuple[Any, int]:
