@@ -1,8 +1,9 @@
 """Overhead of the kit's profiler on steps it does not record (target: < 2 % of step time).
 
-Runs 2 ranks with Hydra mpiexec on the CPU. Each rank times the same loop twice - plainly, and
-interleaved with the same step followed by ``prof.step()`` of a ``make_profiler`` whose schedule records steps 1-2 and then stays idle - and reports the
-median step time of each over the idle steps. Prints one table row per rank.
+Runs 2 ranks with Hydra mpiexec on the CPU. Each rank times the same step twice in a row, the
+second followed by ``prof.step()`` of a ``make_profiler`` profiler, and reports the median of
+each over the steps the profiler does not record: once while it waits for its cycle, once after
+its last cycle. Prints one table row per phase and rank.
 
     python benchmarks/bench_profiler_overhead.py [--steps 400] [--size 512]
 """
@@ -19,8 +20,24 @@ import tempfile
 import time
 from pathlib import Path
 
+# The two kinds of steps a profiler does not record: before its cycle (wait) and after it.
+PHASES = {
+    "wait (before recording)": lambda steps: {
+        "wait": steps + 10,
+        "warmup": 1,
+        "active": 1,
+        "repeat": 1,
+    },
+    "after the last cycle": lambda steps: {"wait": 0, "warmup": 1, "active": 1, "repeat": 1},
+}
+
 
 def worker(steps: int, size: int) -> None:
+    for phase, schedule in PHASES.items():
+        worker_phase(phase, schedule(steps), steps, size)
+
+
+def worker_phase(phase: str, schedule: dict, steps: int, size: int) -> None:
     import torch
 
     from hpcprof_kit.dist import ranks_from_env
@@ -36,7 +53,7 @@ def worker(steps: int, size: int) -> None:
     plain: list[float] = []
     profiled: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        prof = make_profiler(schedule={"wait": 0, "warmup": 1, "active": 1, "repeat": 1},
+        prof = make_profiler(schedule=schedule,
                              rank=info.rank, world_size=info.world_size, trace_dir=Path(tmp) / "traces")  # fmt: skip
         with prof:
             # Interleaved, so drift and the neighbours' load hit both loops alike.
@@ -50,7 +67,7 @@ def worker(steps: int, size: int) -> None:
                 plain.append(t1 - t0)
                 profiled.append(t2 - t1)
     skip = 10  # first steps: warm-up and the recorded cycle
-    print(json.dumps({"rank": info.rank, "plain": statistics.median(plain[skip:]),
+    print(json.dumps({"phase": phase, "rank": info.rank, "plain": statistics.median(plain[skip:]),
                       "profiled": statistics.median(profiled[skip:])}), flush=True)  # fmt: skip
 
 
@@ -70,13 +87,16 @@ def main() -> int:
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     rows = sorted(
         (json.loads(line) for line in out.splitlines() if line.startswith("{")),
-        key=lambda r: r["rank"],
+        key=lambda r: (list(PHASES).index(r["phase"]), r["rank"]),
     )
-    print(f"{'rank':>4}  {'plain step (ms)':>16}  {'profiled idle step (ms)':>24}  {'overhead':>9}")
+    print(
+        f"{'idle steps':<24}  {'rank':>4}  {'plain step (ms)':>16}  {'profiled step (ms)':>19}  {'overhead':>9}"
+    )
     for r in rows:
         overhead = (r["profiled"] - r["plain"]) / r["plain"] * 100
         print(
-            f"{r['rank']:>4}  {r['plain'] * 1e3:>16.3f}  {r['profiled'] * 1e3:>24.3f}  {overhead:>8.2f}%"
+            f"{r['phase']:<24}  {r['rank']:>4}  {r['plain'] * 1e3:>16.3f}  "
+            f"{r['profiled'] * 1e3:>19.3f}  {overhead:>8.2f}%"
         )
     print(f"median of {args.steps - 10} steps per rank; target: overhead < 2 %")
     return 0

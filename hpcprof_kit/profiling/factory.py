@@ -96,13 +96,33 @@ class TraceWriter:
 
 
 class RankProfiler:
-    """A ``torch.profiler.profile`` for one rank, plus where its files went (``.traces``)."""
+    """A ``torch.profiler.profile`` for one rank, plus where its files went (``.traces``).
+
+    The torch profiler costs every step it is open several percent, recording or not, so it is
+    opened only at the first warmup (or record) step and, with a finite schedule
+    (``repeat >= 1``), closed as soon as its last cycle is saved. Step numbers stay global:
+    ``ProfilerStep#N`` counts every ``step()`` from the start, as with torch's own profiler.
+    """
 
     enabled = True
 
-    def __init__(self, profile: Any, writer: TraceWriter, emit_itt: bool = False) -> None:
+    def __init__(
+        self,
+        profile: Any,
+        writer: TraceWriter,
+        emit_itt: bool = False,
+        first_step: int = 0,
+        last_step: int | None = None,
+    ) -> None:
         self.profile = profile
         self.writer = writer
+        # Opening late means resuming torch's step counter; a build without it opens at once.
+        aligned = all(hasattr(profile, a) for a in ("step_num", "current_action", "schedule"))
+        self.first_step = first_step if aligned else 0
+        self.last_step = last_step  # step() calls after which nothing more is recorded
+        self.steps = 0
+        self.opened = False
+        self.closed = False
         self._itt = None
         if emit_itt:
             import torch.autograd.profiler as autograd_profiler
@@ -112,18 +132,40 @@ class RankProfiler:
     def __enter__(self) -> RankProfiler:
         if self._itt is not None:
             self._itt.__enter__()
-        self.profile.__enter__()
+        if self.first_step <= 0:
+            self._open()
         return self
+
+    def _open(self) -> None:
+        if self.steps:  # resume torch's counter at this global step
+            prof = self.profile
+            prof.step_num = self.steps
+            prof.current_action = prof.schedule(self.steps)
+            if hasattr(prof, "_prev_schedule_action"):
+                prof._prev_schedule_action = prof.current_action
+        self.profile.__enter__()
+        self.opened = True
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self.profile.__exit__(*exc)
+            if self.opened and not self.closed:
+                self.profile.__exit__(*exc)
+                self.closed = True
         finally:
             if self._itt is not None:
                 self._itt.__exit__(*exc)
 
     def step(self) -> None:
-        self.profile.step()
+        if self.closed:
+            return
+        if self.opened:
+            self.profile.step()
+        self.steps += 1
+        if not self.opened and self.steps >= self.first_step:
+            self._open()
+        elif self.last_step is not None and self.steps >= self.last_step:
+            self.profile.__exit__(None, None, None)  # the last trace was saved in this step
+            self.closed = True
 
     @property
     def traces(self) -> list[Path]:
@@ -221,7 +263,10 @@ def make_profiler(
         with_stack=with_stack,
         with_flops=with_flops,
     )
-    return RankProfiler(profile, writer, emit_itt=itt)
+    cycles = sched.repeat * (sched.wait + sched.warmup + sched.active)
+    last_step = sched.skip_first + cycles if sched.repeat > 0 else None
+    first_step = sched.skip_first + sched.wait
+    return RankProfiler(profile, writer, emit_itt=itt, first_step=first_step, last_step=last_step)
 
 
 def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str | None:
