@@ -17,23 +17,14 @@ from __future__ import annotations
 import shlex
 
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.ranks import LOCAL_RANK_VARS, RANK_VARS
 from hpcprof_kit.systems import System, load_system
 
 # Where each launcher puts the global rank, as the tool's own %q{VAR} should read it.
 RANK_VAR_OF_LAUNCHER = {"pals": "PMI_RANK", "hydra": "PMI_RANK", "srun": "SLURM_PROCID"}
-# The reference's variable chains (systems.md "Rank variables"), first set wins.
-RANK_CHAIN = (
-    "RANK",
-    "PMIX_RANK",
-    "PALS_RANKID",
-    "PMI_RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "SLURM_PROCID",
-)
-LOCAL_RANK_CHAIN = (
-    "LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-)  # fmt: skip
+# The wrapper reads rank and local rank from the same chains as hpcprof_kit.ranks (first set wins).
+RANK_CHAIN = tuple(name for name, _launcher in RANK_VARS)
+LOCAL_RANK_CHAIN = LOCAL_RANK_VARS
 
 # Each tool: what it is for, the environment it needs, and its traced command line.
 # $out is the tool's output folder, $run the run directory's name; $RANK_VAR becomes

@@ -30,13 +30,9 @@ from hpcprof_kit.affinity.checks import Finding
 from hpcprof_kit.affinity.cpulist import format_cpus, hydra_user, pals_list, srun_cpu_bind
 from hpcprof_kit.affinity.topology import NodeTopology
 from hpcprof_kit.errors import BindingError
+from hpcprof_kit.ranks import LOCAL_RANK_VARS  # the per-rank wrapper consults them in this order
 
 LAUNCHERS = ("pals", "hydra", "srun")
-# Local-rank variables of the launchers, in the order the per-rank wrapper consults them.
-LOCAL_RANK_VARS = (
-    "LOCAL_RANK", "PALS_LOCAL_RANKID", "PMIX_LOCAL_RANK", "PMI_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
