@@ -88,9 +88,7 @@ def _launcher() -> Check:
             "local: 'make env' installs Hydra mpiexec (mpich wheel); HPC: load the site MPI module",
         )
     try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=10
-        ).stdout
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     flavour = next(

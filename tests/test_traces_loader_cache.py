@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hpcprof_kit.traces import cache as trace_cache
-from hpcprof_kit.traces import load
+from hpcprof_kit.traces import load, parts
 from hpcprof_kit.traces import stream as trace_stream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -100,10 +100,10 @@ def test_parallel_load_falls_back_when_shared_memory_is_full(tmp_path, monkeypat
         shutil.copy(FIXTURES / "string_pids.json", tmp_path / f"trace-{rank}-of-2.json")
     expected = load(tmp_path, workers=1, cache=False)
 
-    def full_disk(fh, df):
+    def full_disk(fh, part):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(trace_cache, "save_table", full_disk)  # inherited by forked workers
+    monkeypatch.setattr(parts, "save", full_disk)  # inherited by forked workers
     got = load(tmp_path, workers=2, cache=False)
     assert got.equals(expected)
     assert sorted(got.attrs["ranks"]) == [0, 1]

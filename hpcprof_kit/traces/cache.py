@@ -1,7 +1,8 @@
 """A columnar copy of each loaded trace, so the second load of a file is near instant.
 
-The copy lives beside the traces in ``.hpcprof-cache/<file>.<key>.npz`` (uncompressed NumPy
-arrays: category codes, their labels, integer columns, and the rank metadata as JSON). The
+The copy lives beside the traces in ``.hpcprof-cache/<file>.<key>.npz`` (one rank's
+:class:`~hpcprof_kit.traces.parts.Part`: category codes, their labels, integer columns, and
+the rank metadata as JSON). The
 key changes whenever the file does (size, mtime in ns, a hash of its first and last MiB) or
 the communication patterns do. A read-only trace folder (a shared data set) uses
 ``$XDG_CACHE_HOME/hpcprof_kit/traces`` instead; if neither is writable, nothing is cached
@@ -14,14 +15,14 @@ and nothing fails.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from . import parts
+from .parts import Part
 
 CACHE_DIR = ".hpcprof-cache"
 FORMAT_VERSION = "1"  # bump when the table or the parser changes meaning
@@ -71,56 +72,21 @@ def _writable(folder: Path) -> bool:
         return False
 
 
-def read_table(place: str | os.PathLike[str]) -> Any:
-    """A table stored by :func:`save_table` (raises OSError/ValueError/KeyError if damaged)."""
-    import pandas as pd
-
-    with np.load(place, allow_pickle=False) as z:
-        meta = json.loads(str(z["__meta__"]))
-        data = {}
-        for col, dtype in meta["columns"]:
-            if dtype == "category":
-                labels = z[f"{col}.labels"].tolist()
-                data[col] = pd.Categorical.from_codes(z[f"{col}.codes"], categories=labels)
-            else:
-                data[col] = z[col]
-    df = pd.DataFrame(data)
-    df.attrs["ranks"] = {int(r): m for r, m in meta["ranks"].items()}
-    return df
-
-
-def save_table(fh: Any, df: Any) -> None:
-    """Write ``df`` (a trace table) to an open binary file as plain NumPy arrays."""
-    arrays: dict[str, np.ndarray] = {}
-    columns = []
-    for col in df.columns:
-        s = df[col]
-        if str(s.dtype) == "category":
-            arrays[f"{col}.codes"] = s.cat.codes.to_numpy()
-            arrays[f"{col}.labels"] = np.array(list(s.cat.categories), dtype=str)
-            columns.append((col, "category"))
-        else:
-            arrays[col] = s.to_numpy()
-            columns.append((col, str(s.dtype)))
-    meta = {"columns": columns, "ranks": {str(r): m for r, m in df.attrs.get("ranks", {}).items()}}
-    arrays["__meta__"] = np.array(json.dumps(meta, default=str))
-    np.savez(fh, **arrays)
-
-
-def read(path: str | os.PathLike[str], key: str) -> Any | None:
-    """The cached table for ``path`` under ``key``, or None when there is none (or it is unreadable)."""
+def read(path: str | os.PathLike[str], key: str) -> tuple[Part, Path] | None:
+    """The cached part for ``path`` under ``key`` and where it lies, or None when there is
+    none (or it is unreadable)."""
     for place in _places(Path(path), key):
         if not place.is_file():
             continue
         try:
-            return read_table(place)
+            return parts.read(place), place
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             continue  # a damaged copy is just a miss; the trace is parsed again
     return None
 
 
-def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
-    """Store ``df`` for ``path``; returns where, or None when no place was writable."""
+def write(path: str | os.PathLike[str], key: str, part: Part) -> Path | None:
+    """Store ``part`` for ``path``; returns where, or None when no place was writable."""
     for place in _places(Path(path), key):
         if place.parent.name == CACHE_DIR and not _writable(place.parent.parent):
             continue
@@ -129,7 +95,7 @@ def write(path: str | os.PathLike[str], key: str, df: Any) -> Path | None:
             # write aside, then rename: a reader never sees half a file
             fd, tmp = tempfile.mkstemp(dir=place.parent, suffix=".part")
             with os.fdopen(fd, "wb") as fh:
-                save_table(fh, df)
+                parts.save(fh, part)
             os.replace(tmp, place)
             return place
         except OSError:

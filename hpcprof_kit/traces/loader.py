@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
+from . import parts
+from .parts import Part, join
 from .patterns import PatternList, comm_labels
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -87,9 +89,9 @@ def load_file(
     >>> df.attrs["ranks"][0]["world_size"]              # doctest: +SKIP
     2
     """
-    df, _ = _load_one(Path(path), cache, comm_patterns)
-    _emit(Path(path), next(iter(df.attrs["ranks"].values())))
-    return df
+    part, _ = _load_one(Path(path), cache, comm_patterns)
+    _emit(Path(path), part.meta)
+    return part.frame()
 
 
 def load(
@@ -101,39 +103,36 @@ def load(
 ) -> Any:
     """Every trace file a path names, as one trace table (see ``schema.COLUMNS``).
 
-    ``workers`` processes read files in parallel (default: one per file, at most one per
-    CPU); ``cache`` keeps a columnar copy beside the traces so the next load is near
+    ``workers`` processes read files in parallel, this one among them (default: one per
+    file not in the cache, at most one per CPU); ``cache`` keeps a columnar copy beside the traces so the next load is near
     instant; ``comm_patterns`` replaces ``patterns.COMM_PATTERNS`` for this load.
 
     >>> df = load("runs/train_local_N1_R2_20260101-120000/traces")   # doctest: +SKIP
     >>> sorted(df.attrs["ranks"])                                       # doctest: +SKIP
     [0, 1]
     """
-    import pandas as pd
-
     files = find_trace_files(path_or_dir_or_glob)
+    found = _cached(files, comm_patterns) if cache else {}
+    todo = [f for i, f in enumerate(files) if i not in found]
     if workers is None:
-        workers = min(len(files), os.cpu_count() or 1)
-    if workers <= 1 or len(files) == 1:
-        parts = [_load_one(f, cache, comm_patterns) for f in files]
+        workers = min(len(todo), os.cpu_count() or 1)
+    if workers <= 1 or len(todo) <= 1:
+        parsed = [_load_one(f, cache, comm_patterns)[0] for f in todo]
     else:
-        parts = _load_in_workers(files, workers, cache, comm_patterns)
+        parsed = _load_in_workers(todo, workers, cache, comm_patterns)
+    fresh = iter(parsed)
+    found = [found[i] if i in found else next(fresh) for i in range(len(files))]
     claimed: dict[int, Path] = {}
-    tables, ranks = [], {}
-    for f, (df, _) in zip(files, parts, strict=True):
-        rank, meta = next(iter(df.attrs["ranks"].items()))
-        _emit(f, meta)
-        if rank in claimed:
+    for f, part in zip(files, found, strict=True):
+        _emit(f, part.meta)
+        if part.rank in claimed:
             raise TraceFormatError(
-                f"two files claim rank {rank}: {claimed[rank]} and {f}; load them separately "
-                "(they are different runs) or rename one as <prefix>-<rank>-of-<world>.json"
+                f"two files claim rank {part.rank}: {claimed[part.rank]} and {f}; load them "
+                "separately (they are different runs) or rename one as "
+                "<prefix>-<rank>-of-<world>.json"
             )
-        claimed[rank] = f
-        ranks[rank] = meta
-        tables.append(df)
-    out = _concat(tables, pd)
-    out.attrs["ranks"] = dict(sorted(ranks.items()))
-    return out
+        claimed[part.rank] = f
+    return join(found)
 
 
 def _emit(path: Path, meta: dict) -> None:
@@ -141,80 +140,110 @@ def _emit(path: Path, meta: dict) -> None:
         warnings.warn(f"{path.name}: {note}", stacklevel=3)
 
 
-def _concat(tables: list, pd: Any) -> Any:
-    if len(tables) == 1:
-        return tables[0]
-    from pandas.api.types import union_categoricals
+def _cached(files: list[Path], comm_patterns: PatternList | None) -> dict[int, Part]:
+    """The files whose cache copy is current, read here: a copy reads faster than a worker
+    process starts."""
+    from . import cache as trace_cache
 
-    data = {}
-    for col in tables[0].columns:
-        if isinstance(tables[0][col].dtype, pd.CategoricalDtype):
-            data[col] = union_categoricals([t[col] for t in tables])
-        else:
-            data[col] = np.concatenate([t[col].to_numpy() for t in tables])
-    return pd.DataFrame(data)
+    found = {}
+    for i, f in enumerate(files):
+        hit = trace_cache.read(f, trace_cache.cache_key(f, comm_patterns))
+        if hit is not None:
+            found[i] = hit[0]
+    return found
 
 
 def _load_in_workers(
     files: list[Path], workers: int, cache: bool, comm_patterns: PatternList | None
-) -> list[tuple[Any, int]]:
-    """Parse files in worker processes. Tables come back through a file in shared memory
-    (``/dev/shm`` when there is one): pickling ~100 MB of columns through the pool's pipe and
-    unpickling it here cost more than the parse it was parallelising."""
-    from . import cache as trace_cache
-
+) -> list[Part]:
+    """Parse files in parallel: this process takes one lane of files, ``workers - 1`` worker
+    processes the others (:func:`lanes`). A worker hands its part back as a file (its cache
+    copy, or one in ``/dev/shm`` when there is one): pickling ~100 MB of columns through the
+    pool's pipe and unpickling it here cost more than the parse it was parallelising."""
+    mine, theirs = lanes(files, workers)
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(prefix="hpcprof-load-", dir=shm) as tmp:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [
-                pool.submit(_load_one_to_file, f, cache, comm_patterns, Path(tmp) / f"{i}.npz")
-                for i, f in enumerate(files)
-            ]
-            stored = [fut.result() for fut in futures]
-        return [
-            (trace_cache.read_table(table) if isinstance(table, Path) else table, rank)
-            for table, rank in stored
-        ]
+    found: dict[int, Part] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="hpcprof-load-", dir=shm) as tmp,
+        ProcessPoolExecutor(max_workers=max(1, workers - 1)) as pool,
+    ):
+        futures = {
+            i: pool.submit(
+                _load_one_to_file, files[i], cache, comm_patterns, Path(tmp) / f"{i}.npz"
+            )
+            for i in theirs
+        }
+        try:
+            for i in mine:
+                found[i] = _load_one(files[i], cache, comm_patterns)[0]
+            for i, fut in futures.items():
+                got = fut.result()
+                found[i] = parts.read(got) if isinstance(got, Path) else got
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # files not started are not parsed
+            raise
+    return [found[i] for i in range(len(files))]
+
+
+def lanes(files: list[Path], workers: int) -> tuple[list[int], list[int]]:
+    """Share files out among ``workers`` lanes by size (largest first, each to the lightest
+    lane): the indexes this process parses, and those left to the worker processes.
+
+    >>> import pathlib, tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> fs = [d / f"t-{r}-of-3.json" for r in range(3)]
+    >>> for f, size in zip(fs, (30, 10, 20)): _ = f.write_bytes(b" " * size)
+    >>> lanes(fs, 2)
+    ([0], [2, 1])
+    """
+    sizes = [os.path.getsize(f) for f in files]
+    load_of = [0] * workers
+    lane_of: dict[int, int] = {}
+    for i in sorted(range(len(files)), key=lambda i: -sizes[i]):
+        lane = min(range(workers), key=lambda w: load_of[w])
+        lane_of[i] = lane
+        load_of[lane] += sizes[i]
+    ordered = sorted(lane_of, key=lambda i: -sizes[i])
+    return [i for i in ordered if lane_of[i] == 0], [i for i in ordered if lane_of[i] != 0]
 
 
 def _load_one_to_file(
     path: Path, cache: bool, comm_patterns: PatternList | None, out: Path
-) -> tuple[Any, int]:
-    """Worker side of :func:`_load_in_workers`: parse one file, store its table at ``out``.
-
-    Returns ``(out, rank)``, or ``(table, rank)`` when ``out`` cannot be written (a full or
-    small ``/dev/shm``): the table then travels back through the pool's pipe instead.
+) -> Path | Part:
+    """Worker side of :func:`_load_in_workers`: parse one file (or fetch its cache copy) and
+    return where the part is stored: the cache copy when there is one, else ``out``. Returns
+    the part itself when ``out`` cannot be written (a full or small ``/dev/shm``): it then
+    travels back through the pool's pipe instead.
     """
-    from . import cache as trace_cache
-
-    df, rank = _load_one(path, cache, comm_patterns)
+    part, stored = _load_one(path, cache, comm_patterns)
+    if stored is not None:
+        return stored
     try:
         with out.open("wb") as fh:
-            trace_cache.save_table(fh, df)
+            parts.save(fh, part)
     except OSError:
         out.unlink(missing_ok=True)
-        return df, rank
-    return out, rank
+        return part
+    return out
 
 
-def _load_one(path: Path, cache: bool, comm_patterns: PatternList | None) -> tuple[Any, int]:
-    """Parse (or fetch from the cache) one file; returns (table, rank). Runs in a worker."""
+def _load_one(
+    path: Path, cache: bool, comm_patterns: PatternList | None
+) -> tuple[Part, Path | None]:
+    """Parse (or fetch from the cache) one file: the part, and where its cache copy lies."""
     from . import cache as trace_cache
 
     key = trace_cache.cache_key(path, comm_patterns) if cache else None
     if key is not None:
         hit = trace_cache.read(path, key)
         if hit is not None:
-            return hit, next(iter(hit.attrs["ranks"]))
-    df = _parse(path, comm_patterns)
-    if key is not None:
-        trace_cache.write(path, key, df)
-    return df, next(iter(df.attrs["ranks"]))
+            return hit
+    part = _parse(path, comm_patterns)
+    stored = trace_cache.write(path, key, part) if key is not None else None
+    return part, stored
 
 
-def _parse(path: Path, comm_patterns: PatternList | None) -> Any:
-    import pandas as pd
-
+def _parse(path: Path, comm_patterns: PatternList | None) -> Part:
     from . import kineto, stream, unitrace
     from .schema import COLUMNS, TRACKS
 
@@ -231,35 +260,31 @@ def _parse(path: Path, comm_patterns: PatternList | None) -> Any:
     else:
         tracks = kineto.kineto_tracks(trace, comm)
     rank, meta = _rank_and_meta(path, trace, fmt)
-    steps = _steps(trace, tracks, TRACKS)
-    data: dict[str, Any] = {"rank": np.full(n_events, rank, dtype=np.int32)}
-    for col in ("pid", "tid"):
-        data[col] = _categorical(cols[col], trace.vocab[col], pd)
-    data["track"] = pd.Categorical.from_codes(tracks.astype(np.int8), categories=list(TRACKS))
-    for col in ("cat", "name"):
-        data[col] = _categorical(cols[col], trace.vocab[col], pd)
-    data["ts_ns"] = cols["ts_ns"]
-    data["dur_ns"] = cols["dur_ns"]
-    data["step"] = steps
-    data["corr"] = cols["corr"]
-    data["ext_id"] = cols["ext_id"]
-    data["device"] = cols["device"].astype(np.int32)
-    data["stream"] = cols["stream"]
-    df = pd.DataFrame({c: data[c] for c in COLUMNS})
+    columns: dict[str, np.ndarray] = {"rank": np.full(n_events, rank, dtype=np.int32)}
+    labels: dict[str, list[str]] = {}
+    for col in ("pid", "tid", "track", "cat", "name"):
+        if col == "track":
+            columns[col], labels[col] = tracks.astype(np.int8), list(TRACKS)
+        else:
+            columns[col], labels[col] = _as_text(cols[col], trace.vocab[col])
+    for col in ("ts_ns", "dur_ns", "corr", "ext_id", "stream"):
+        columns[col] = cols[col]
+    columns["step"] = _steps(trace, tracks, TRACKS)
+    columns["device"] = cols["device"].astype(np.int32)
     meta["events"] = n_events
     if n_events == 0:
         meta["warnings"].append("the trace holds no complete (X) or instant (i) events")
-    df.attrs["ranks"] = {rank: meta}
-    return df
+    return Part({c: columns[c] for c in COLUMNS}, labels, rank, meta)
 
 
-def _categorical(codes: np.ndarray, vocab: list, pd: Any) -> Any:
-    """Codes over raw JSON values (ints, strings, None) -> a categorical over their text."""
+def _as_text(codes: np.ndarray, vocab: list) -> tuple[np.ndarray, list[str]]:
+    """Codes over raw JSON values (ints, strings, None) -> codes over their text labels."""
     unique: dict[str, int] = {}
     remap = np.array(
-        [unique.setdefault("" if v is None else str(v), len(unique)) for v in vocab] or [0]
+        [unique.setdefault("" if v is None else str(v), len(unique)) for v in vocab] or [0],
+        dtype=np.int32,
     )
-    return pd.Categorical.from_codes(remap[codes].astype(np.int32), categories=list(unique) or [""])
+    return remap[codes], list(unique) or [""]
 
 
 def _rank_and_meta(path: Path, trace: Any, fmt: str) -> tuple[int, dict]:
