@@ -55,6 +55,19 @@ def test_a_stored_part_reads_back_equal():
     assert back.frame().equals(part.frame())
 
 
+@pytest.mark.parametrize("names", [["b", "a", "b"], []])
+def test_a_stored_part_maps_back_equal_from_a_file(tmp_path, names):
+    part = _part(2, names, ["a", "b"])
+    place = tmp_path / "part.npz"
+    with place.open("wb") as fh:
+        save(fh, part)
+    back = read(place, mapped=True)
+    assert back.frame().equals(part.frame())
+    mapped = [c for c, values in back.columns.items() if isinstance(values, np.memmap)]
+    assert mapped == (["name", "ts_ns"] if names else [])  # an empty column is just read
+    assert join([back, part])["ts_ns"].tolist() == 2 * part.columns["ts_ns"].tolist()
+
+
 def test_lanes_put_the_largest_file_here_and_balance_the_rest(tmp_path):
     sizes = [50, 10, 40, 30, 20]
     files = []

@@ -178,7 +178,7 @@ def _load_in_workers(
                 found[i] = _load_one(files[i], cache, comm_patterns)[0]
             for i, fut in futures.items():
                 got = fut.result()
-                found[i] = parts.read(got) if isinstance(got, Path) else got
+                found[i] = parts.read(got, mapped=True) if isinstance(got, Path) else got
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # files not started are not parsed
             raise

@@ -21,6 +21,8 @@ use the same layout.
 from __future__ import annotations
 
 import json
+import struct
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,16 +115,51 @@ def save(fh: Any, part: Part) -> None:
     np.savez(fh, **arrays)
 
 
-def read(place: Any) -> Part:
-    """A part stored by :func:`save` (raises OSError/ValueError/KeyError if damaged)."""
+def read(place: Any, *, mapped: bool = False) -> Part:
+    """A part stored by :func:`save` (raises OSError/ValueError/KeyError if damaged).
+
+    ``mapped`` maps the stored arrays read-only instead of reading them (``place`` must then
+    be a path): for a part that :func:`join` copies at once, such as a worker's hand-back.
+    """
     with np.load(place, allow_pickle=False) as z:
         meta = json.loads(str(z[_META]))
+        spans = _spans(place) if mapped else {}
         columns, labels = {}, {}
         for col, dtype in meta["columns"]:
+            key = f"{col}.codes" if dtype == "category" else col
+            view = _mapped(place, spans[key]) if key in spans else None
+            columns[col] = z[key] if view is None else view
             if dtype == "category":
-                columns[col] = z[f"{col}.codes"]
                 labels[col] = z[f"{col}.labels"].tolist()
-            else:
-                columns[col] = z[col]
     ((rank, rank_meta),) = meta["ranks"].items()
     return Part(columns, labels, int(rank), rank_meta)
+
+
+def _spans(place: Any) -> dict[str, int]:
+    """Array name -> where its ``.npy`` starts in an uncompressed ``.npz`` (stored members)."""
+    spans = {}
+    with zipfile.ZipFile(place) as zf, open(place, "rb") as fh:
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+                continue
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the local file header; name and extra field follow it
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            spans[info.filename[: -len(".npy")]] = info.header_offset + 30 + name_len + extra_len
+    return spans
+
+
+def _mapped(place: Any, start: int) -> np.ndarray | None:
+    """The 1-d array whose ``.npy`` starts at byte ``start``, mapped; None if it cannot be."""
+    fmt = np.lib.format
+    headers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    with open(place, "rb") as fh:
+        fh.seek(start)
+        header = headers.get(fmt.read_magic(fh))
+        if header is None:
+            return None
+        shape, fortran, dtype = header(fh)
+        offset = fh.tell()
+    if dtype.hasobject or fortran or len(shape) != 1 or shape[0] == 0:
+        return None
+    return np.memmap(place, dtype=dtype, mode="r", offset=offset, shape=shape)
