@@ -165,7 +165,7 @@ def _load_in_workers(
     found: dict[int, Part] = {}
     with (
         tempfile.TemporaryDirectory(prefix="hpcprof-load-", dir=shm) as tmp,
-        ProcessPoolExecutor(max_workers=max(1, workers - 1)) as pool,
+        ProcessPoolExecutor(max_workers=max(1, workers - 1), mp_context=_fork()) as pool,
     ):
         futures = {
             i: pool.submit(
@@ -183,6 +183,18 @@ def _load_in_workers(
             pool.shutdown(wait=True, cancel_futures=True)  # files not started are not parsed
             raise
     return [found[i] for i in range(len(files))]
+
+
+def _fork() -> Any:
+    """Workers forked from this process start at once with its imports; Python 3.14 made
+    ``forkserver`` the default, whose workers import NumPy and the parser anew."""
+    import multiprocessing
+
+    return (
+        multiprocessing.get_context("fork")
+        if "fork" in multiprocessing.get_all_start_methods()
+        else None
+    )
 
 
 def lanes(files: list[Path], workers: int) -> tuple[list[int], list[int]]:
