@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,14 @@ def test_merge_writes_one_perfetto_file_for_all_ranks(shared_traces, tmp_path, c
         df = traces.load(path)
     complete = sum(1 for e in merged["traceEvents"] if e.get("ph") == "X")
     assert complete == int((df["track"] != "instant").sum())  # every complete event of both ranks
+
+
+def test_summary_takes_several_paths_one_rank_each(tmp_path, capsys):
+    fixtures = Path(__file__).parent / "fixtures" / "traces"
+    shutil.copy(fixtures / "kineto_xpu-1-of-2.json", tmp_path / "x-1-of-2.json")
+    shutil.copy(fixtures / "myapp.4321.1.json", tmp_path / "myapp.4321.0.json")
+    paths = [str(tmp_path / "x-1-of-2.json"), str(tmp_path / "myapp.*.json")]
+    assert main(["traces", "summary", *paths, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["rank"] for row in rows] == [0, 1]
+    assert rows[1]["events"] == len(traces.load(tmp_path / "x-1-of-2.json", cache=False))

@@ -181,6 +181,21 @@ def test_glob_and_missing_paths(tmp_path):
         load(tmp_path / "nothing-here-*.json")
 
 
+def test_a_list_of_paths_loads_each_file_once(tmp_path):
+    one, two = tmp_path / "a", tmp_path / "b"
+    one.mkdir()
+    two.mkdir()
+    shutil.copy(FIXTURES / "kineto_xpu-1-of-2.json", one / "x-1-of-2.json")
+    shutil.copy(FIXTURES / "myapp.4321.1.json", two / "myapp.4321.0.json")
+    df = load([one, str(two / "*.json"), one / "x-1-of-2.json"], workers=1, cache=False)
+    assert sorted(df.attrs["ranks"]) == [0, 1]
+    assert len(df) == len(load(one, cache=False)) + len(load(two, cache=False))
+    with pytest.raises(TraceFormatError, match="no trace files at .*missing"):
+        load([one, tmp_path / "missing"])
+    with pytest.raises(TraceFormatError, match="list of paths is empty"):
+        load([])
+
+
 def test_comm_patterns_are_extendable(tmp_path):
     path = FIXTURES / "kineto_xpu-1-of-2.json"
     df = load(path, cache=False, comm_patterns=[("mine", r"^gemm_")])

@@ -17,6 +17,9 @@ PLOTS = ("timeline", "breakdown", "heatmap")
 NAME_WIDTH = 60
 
 
+PATH_HELP = "trace files, traces/ folders or globs (all ranks of one run)"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "traces",
@@ -27,24 +30,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="traces_command", metavar="ACTION", required=True)
 
     s = sub.add_parser("summary", help="per rank: events, steps and the step breakdown totals")
-    s.add_argument("path", metavar="PATH", help="trace file, traces/ folder or glob")
+    s.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(func=cmd_summary)
 
     t = sub.add_parser("top", help="the ops or kernels with the most self time")
-    t.add_argument("path", metavar="PATH")
+    t.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     t.add_argument("--by", choices=("op", "kernel"), default="op")
     t.add_argument("-n", type=int, default=20, help="rows (default 20)")
     t.set_defaults(func=cmd_top)
 
     g = sub.add_parser("plot", help="draw a timeline, breakdown or rank heatmap to a PNG file")
-    g.add_argument("path", metavar="PATH")
+    g.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     g.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
     g.add_argument("--kind", choices=PLOTS, default="timeline")
     g.set_defaults(func=cmd_plot)
 
     m = sub.add_parser("merge", help="one chrome trace of every rank, for ui.perfetto.dev")
-    m.add_argument("path", metavar="PATH")
+    m.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     m.add_argument("-o", "--output", required=True, help="merged .json file (must not exist)")
     m.add_argument(
         "--align",
@@ -67,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tm.set_defaults(func=cmd_timings)
 
 
-def _load(path: str):
+def _load(path: list[str]):
     from hpcprof_kit.traces import load
 
     with warnings.catch_warnings(record=True) as caught:
@@ -155,7 +158,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "merging needs hpcprof_kit.traces.merge_to_chrome, which this installation lacks; "
             "update the kit"
         ) from exc
-    written = merge_to_chrome(args.path, args.output, align=args.align)
+    written = merge_to_chrome(_load(args.path), args.output, align=args.align)
     print(written if written is not None else args.output)
     return 0
 

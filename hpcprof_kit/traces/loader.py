@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from . import parts
-from .parts import Part, join
+from .parts import Part, code_dtype, join
 from .patterns import PatternList, comm_labels
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -35,18 +35,28 @@ RANK_IN_NAME = [
     (re.compile(r"\.(\d+)\.(\d+)\.json(\.gz)?$"), 2, 0),  # unitrace <app>.<pid>.<rank>.json
     (re.compile(r"rank[_-]?(\d+)(?:[_-]of[_-](\d+))?", re.IGNORECASE), 1, 2),
 ]
+# What names trace files: a file, a folder, a glob, or a list of those.
+TracePaths = (
+    str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]
+)
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _DEVICE_TRACKS = ("gpu", "comm", "memcpy", "memset", "gpu_annotation")
 
 
-def find_trace_files(path_or_dir_or_glob: str | os.PathLike[str]) -> list[Path]:
-    """The trace files a path names: the file itself, a folder's ``*.json[.gz]``, or a glob.
+def find_trace_files(path_or_dir_or_glob: TracePaths) -> list[Path]:
+    """The trace files a path names: the file itself, a folder's ``*.json[.gz]``, or a glob;
+    or a list of such paths (each must name at least one file; a file named twice counts once).
 
     >>> find_trace_files("no/such/folder")
     Traceback (most recent call last):
     ...
     hpcprof_kit.errors.TraceFormatError: no trace files at 'no/such/folder': expected a .json/.json.gz file, a folder holding them, or a glob such as 'traces/*.json.gz'
     """
+    if isinstance(path_or_dir_or_glob, (list, tuple)):
+        if not path_or_dir_or_glob:
+            raise TraceFormatError("no trace files: the list of paths is empty")
+        found = [f for item in path_or_dir_or_glob for f in find_trace_files(item)]
+        return list(dict.fromkeys(found))  # in the order given, each file once
     text = os.fspath(path_or_dir_or_glob)
     p = Path(text)
     if p.is_file():
@@ -95,13 +105,14 @@ def load_file(
 
 
 def load(
-    path_or_dir_or_glob: str | os.PathLike[str],
+    path_or_dir_or_glob: TracePaths,
     *,
     workers: int | None = None,
     cache: bool = True,
     comm_patterns: PatternList | None = None,
 ) -> Any:
-    """Every trace file a path names, as one trace table (see ``schema.COLUMNS``).
+    """Every trace file a path names (a file, a folder, a glob, or a list of them), as one
+    trace table (see ``schema.COLUMNS``).
 
     ``workers`` processes read files in parallel, this one among them (default: one per
     file not in the cache, at most one per CPU); ``cache`` keeps a columnar copy beside the traces so the next load is near
@@ -292,11 +303,8 @@ def _parse(path: Path, comm_patterns: PatternList | None) -> Part:
 def _as_text(codes: np.ndarray, vocab: list) -> tuple[np.ndarray, list[str]]:
     """Codes over raw JSON values (ints, strings, None) -> codes over their text labels."""
     unique: dict[str, int] = {}
-    remap = np.array(
-        [unique.setdefault("" if v is None else str(v), len(unique)) for v in vocab] or [0],
-        dtype=np.int32,
-    )
-    return remap[codes], list(unique) or [""]
+    remap = [unique.setdefault("" if v is None else str(v), len(unique)) for v in vocab] or [0]
+    return np.array(remap, dtype=code_dtype(len(unique)))[codes], list(unique) or [""]
 
 
 def _rank_and_meta(path: Path, trace: Any, fmt: str) -> tuple[int, dict]:

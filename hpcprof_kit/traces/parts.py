@@ -73,7 +73,7 @@ def _united(col: str, parts: list[Part]) -> tuple[list[str], np.ndarray]:
         np.array([index.setdefault(label, len(index)) for label in p.labels[col]] or [0])
         for p in parts
     ]
-    dtype = np.int8 if len(index) < 2**7 else np.int16 if len(index) < 2**15 else np.int32
+    dtype = code_dtype(len(index))
     out = np.empty(sum(len(p.columns[col]) for p in parts), dtype=dtype)
     at = 0
     for p, remap in zip(parts, remaps, strict=True):
@@ -81,6 +81,15 @@ def _united(col: str, parts: list[Part]) -> tuple[list[str], np.ndarray]:
         out[at : at + len(codes)] = remap.astype(dtype)[codes]
         at += len(codes)
     return list(index), out
+
+
+def code_dtype(n_labels: int) -> type:
+    """The smallest integer type pandas keeps the codes of ``n_labels`` categories in.
+
+    >>> code_dtype(100).__name__, code_dtype(5000).__name__, code_dtype(40000).__name__
+    ('int8', 'int16', 'int32')
+    """
+    return np.int8 if n_labels < 2**7 else np.int16 if n_labels < 2**15 else np.int32
 
 
 def _frame(columns: dict[str, np.ndarray], labels: dict[str, list[str]], ranks: dict) -> Any:
