@@ -27,6 +27,10 @@ CATEGORY_TRACKS = {
     "xpu_runtime": "runtime",
     "xpu_driver": "runtime",
     "hip_runtime": "runtime",
+    "hip_driver": "runtime",
+    "privateuse1_runtime": "runtime",  # out-of-tree devices (PrivateUse1 backends)
+    "privateuse1_driver": "runtime",
+    "mtia_runtime": "runtime",
     "Runtime": "runtime",
     "Driver": "runtime",
 }
