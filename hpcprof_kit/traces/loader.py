@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import sys
 import tempfile
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -198,15 +199,13 @@ def _load_in_workers(
 
 
 def _fork() -> Any:
-    """Workers forked from this process start at once with its imports; Python 3.14 made
-    ``forkserver`` the default, whose workers import NumPy and the parser anew."""
+    """On Linux, workers forked from this process, which start at once with its imports
+    (Python 3.14 made ``forkserver`` the default there, whose workers import NumPy and the
+    parser anew). Elsewhere the platform's default: macOS spawns, as forking a process that
+    has used its system frameworks can crash."""
     import multiprocessing
 
-    return (
-        multiprocessing.get_context("fork")
-        if "fork" in multiprocessing.get_all_start_methods()
-        else None
-    )
+    return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
 
 
 def lanes(files: list[Path], workers: int) -> tuple[list[int], list[int]]:
