@@ -134,3 +134,17 @@ def test_parallel_load_fills_the_cache_and_the_reload_parses_nothing(tmp_path, m
 def test_traces_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(f"hpcprof_kit.traces.{module}"))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_parallel_load_with_spawned_workers_as_on_macos(tmp_path, monkeypatch):
+    """macOS spawns workers instead of forking: they import the loader anew."""
+    import multiprocessing
+
+    for rank in (0, 1):
+        shutil.copy(FIXTURES / "kineto_xpu-1-of-2.json", tmp_path / f"t-{rank}-of-2.json")
+        text = (tmp_path / f"t-{rank}-of-2.json").read_text()
+        (tmp_path / f"t-{rank}-of-2.json").write_text(text.replace('"rank": 1', f'"rank": {rank}'))
+    expected = load(tmp_path, workers=1, cache=False)
+    monkeypatch.setattr(loader, "_fork", lambda: multiprocessing.get_context("spawn"))
+    got = load(tmp_path, workers=2, cache=False)
+    assert got.equals(expected) and sorted(got.attrs["ranks"]) == [0, 1]
