@@ -10,6 +10,11 @@ imports (interpreter, NumPy, pandas), so the figure is what reading the trace co
     python benchmarks/bench_loader.py --repeat 1   # each kit reader once (default: best of 5)
     python benchmarks/bench_loader.py --with-hta   # also HTA 0.5.0, in its own .venv-hta
 
+The kit's readers take turns (cold, 2 ranks with ``workers=2``, then two independent cold
+loads at once), ``--repeat`` rounds of them, so that a slow spell of a shared machine hits each
+alike; the table gives the fastest run and the median. The independent pair is the ceiling for
+the 2-rank row: what two processes that share nothing reach on this machine at that moment.
+
 HTA needs pandas<3, so it runs in a separate virtual environment ``.venv-hta`` that
 ``--with-hta`` creates on first use; without it the HTA row says "not measured".
 """
