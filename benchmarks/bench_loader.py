@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"  2 ranks in parallel ~2x one rank: {median:.2f}x of medians, {best:.2f}x of "
                 f"bests (2 independent processes on this machine: "
-                f"{2 * cold['median'] / ceiling['median']:.2f}x of medians)"
+                f"{2 * cold['median'] / ceiling['median']:.2f}x of medians, "
+                f"{2 * cold['seconds'] / ceiling['seconds']:.2f}x of bests)"
             )
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)  # 2 x the trace size; a given --workdir is kept
