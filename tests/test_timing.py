@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import matplotlib
@@ -14,6 +13,8 @@ import pytest
 
 from hpcprof_kit import timing
 from hpcprof_kit.errors import SpecError, TraceFormatError
+
+from launch import run_ok
 
 
 def write_run(root, name, world, dtype, per_rank, nodes=1):
@@ -99,7 +100,7 @@ def test_real_seqpar_run_two_ranks(tmp_path, mpiexec):
     out = tmp_path / "seqpar_local_N1_R2" / "timings"
     cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.seqpar", "--seq-len", "128",
            "--hidden", "64", "--steps", "3", "--timings-dir", str(out)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    run_ok(cmd, timeout=120)
     t = timing.load_timings(out.parent)
     assert sorted(t["rank"].unique().tolist()) == [0, 1]
     assert set(t["op"].astype(str)) == {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import warnings
 
@@ -10,6 +9,8 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.traces import analyses as A
+
+from launch import run_ok
 
 PART_COLS = [f"{p}_ns" for p in A.PARTS]
 SHARED = {  # file -> (kind of breakdown, ProfilerStep numbers in the trace)
@@ -81,7 +82,7 @@ def cpu_run(tmp_path_factory, mpiexec):
            "--steps-per-epoch", "5", "--profile", "--prof-wait", "1", "--prof-warmup", "1",
            "--prof-active", "2", "--prof-repeat", "1", "--trace-dir", str(out / "traces"),
            "--timings-dir", str(out / "timings")]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=180)
+    run_ok(cmd, timeout=180)
     return traces.load(out / "traces")
 
 

@@ -15,7 +15,6 @@ import gc
 import json
 import os
 import re
-import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -25,6 +24,8 @@ import pytest
 from hpcprof_kit.traces import load
 from hpcprof_kit.traces import stream as trace_stream
 from hpcprof_kit.traces.schema import check_table
+
+from launch import run_ok
 
 TRAIN = [
     "-m", "hpcprof_kit.apps.train", "--epochs", "1", "--steps-per-epoch", "4",
@@ -40,7 +41,7 @@ def train_traces(tmp_path_factory, mpiexec) -> Path:
     env = dict(os.environ, KINETO_LOG_LEVEL="6", OMP_NUM_THREADS="1")
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + os.getpid() % 1000))
     cmd = [mpiexec, "-n", "2", sys.executable, *TRAIN, "--trace-dir", str(out / "traces")]
-    subprocess.run(cmd, check=True, env=env, timeout=240, cwd=out, capture_output=True)
+    run_ok(cmd, timeout=240, env=env, cwd=out)
     return out / "traces"
 
 

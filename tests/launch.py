@@ -1,0 +1,15 @@
+"""Run a launcher command in a test and, when it fails, say why in the failure itself."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def run_ok(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run`` that fails the test with the exit status and the output's last lines
+    (a rank's own error, or an abort message from the launcher) instead of a bare status."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise AssertionError(f"{cmd[0]} ... exited with {done.returncode}:\n{tail}")
+    return done
