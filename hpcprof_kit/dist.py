@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from hpcprof_kit.errors import DistError
 from hpcprof_kit.ranks import (  # noqa: F401  (re-exported: the documented dist contract)
@@ -32,6 +34,7 @@ from hpcprof_kit.ranks import (  # noqa: F401  (re-exported: the documented dist
 # Backend by device type; "ccl" is the oneCCL-bindings fallback on older XPU stacks.
 BACKEND_FOR_DEVICE: dict[str, str] = {"xpu": "xccl", "cuda": "nccl", "mps": "gloo", "cpu": "gloo"}
 KNOWN_BACKENDS: tuple[str, ...] = ("gloo", "nccl", "xccl", "ccl", "mpi")
+SETTLE_S = 0.2  # after the closing barrier, GIL released: the backend's threads finish up
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,15 @@ def distributed(
     The local device is set before ``init_process_group``; ``MASTER_ADDR``/``MASTER_PORT``
     are restored to what they were afterwards, even on error.
 
+    On a normal exit every rank settles the group before ``destroy_process_group()``
+    (:func:`_settle`). Building DDP (or calling ``torch.compile``) inside the block?
+    ``import torch._dynamo`` before entering it: DDP imports it on first use, and imported
+    while a group is live, torch's compiler stack keeps references that stop
+    ``destroy_process_group()`` from freeing the group, so gloo's threads live on into the
+    interpreter's exit, where one still freeing a work aborted the rank now and then
+    ("terminate called without an active exception", exit status 6 under mpiexec) after
+    all its work was done. The train app does this.
+
     >>> with distributed() as info:          # a single process needs no MPI
     ...     print(info.world_size, info.backend)
     1 gloo
@@ -210,6 +222,7 @@ def distributed(
         yield DistInfo(
             ranks.rank, ranks.local_rank, ranks.world_size, nodes, str(local), chosen, host
         )
+        _settle(tdist)
     finally:
         if tdist.is_initialized():
             tdist.destroy_process_group()
@@ -218,6 +231,19 @@ def distributed(
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _settle(tdist: Any) -> None:
+    """Let the backend's worker threads finish their last work before the group goes.
+
+    A gloo worker thread frees each finished work after the caller already has its result,
+    and that can need the GIL (work enqueued while torch's profiler ran holds Python
+    state). Torn down from Python, which holds the GIL while it joins the thread, the two
+    then waited on each other for ever; at interpreter exit the rank aborted instead. A
+    barrier, then a short sleep with the GIL released, lets the threads finish first.
+    """
+    tdist.barrier()
+    time.sleep(SETTLE_S)
 
 
 __all__ = [

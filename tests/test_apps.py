@@ -14,6 +14,8 @@ import pytest
 from hpcprof_kit.apps import seqpar, train
 from hpcprof_kit.apps._common import write_timings
 
+from launch import run_ok
+
 BANNER = re.compile(
     r"^rank=(\d+) local_rank=(\d+) world=(\d+) nodes=(\d+) device=(\w+) backend=(\w+) host=\S+$",
     re.M,
@@ -179,3 +181,38 @@ def test_seqpar_reduce_scatter_fallback_when_the_backend_lacks_it(tmp_path, monk
         comms.reduce_scatter(out, full)
     assert comms.impl == "all_reduce+slice"
     assert out.tolist() == full.tolist()  # one rank: the sum over ranks is the tensor itself
+
+
+THREADS_AT_EXIT = """
+import atexit, os
+def _report():
+    names = sorted(open(f"/proc/self/task/{t}/comm").read().strip()
+                   for t in os.listdir("/proc/self/task"))
+    print(f"threads at exit, rank {os.environ.get('PMI_RANK')}: {' '.join(names)}", flush=True)
+atexit.register(_report)
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_profiled_ddp_ranks_free_their_process_group_before_exit(mpiexec, tmp_path):
+    """Gloo's threads used to outlive a profiled DDP run into interpreter exit, where one
+    still freeing a work aborted the rank now and then (exit status 6); freed from Python
+    without the settling barrier, the teardown hung most times. The ranks must end on time
+    with no gloo thread left."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(THREADS_AT_EXIT)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
+    )
+    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.train", "--epochs", "1",
+           "--steps-per-epoch", "5", "--profile", "--prof-wait", "1", "--prof-warmup", "1",
+           "--prof-active", "2", "--prof-repeat", "1", "--trace-dir", str(tmp_path / "traces"),
+           "--timings-dir", str(tmp_path / "timings")]  # fmt: skip
+    done = run_ok(cmd, timeout=120, env=env)
+    reports = re.findall(r"^threads at exit, rank (\d): (.*)$", done.stdout, re.M)
+    assert sorted(rank for rank, _ in reports) == ["0", "1"], done.stdout
+    for rank, names in reports:
+        gloo = [n for n in names.split() if "gloo" in n or "tcpstore" in n]
+        assert gloo == [], f"rank {rank} still runs {gloo} at exit"

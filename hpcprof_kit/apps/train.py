@@ -95,6 +95,7 @@ def _train(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_args(args)
     import torch
+    import torch._dynamo  # noqa: F401  (before the process group: see dist.distributed)
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
