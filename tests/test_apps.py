@@ -188,7 +188,9 @@ import atexit, os
 def _report():
     names = sorted(open(f"/proc/self/task/{t}/comm").read().strip()
                    for t in os.listdir("/proc/self/task"))
-    print(f"threads at exit, rank {os.environ.get('PMI_RANK')}: {' '.join(names)}", flush=True)
+    folder = os.environ["THREADS_AT_EXIT_DIR"]
+    with open(os.path.join(folder, f"rank-{os.environ.get('PMI_RANK')}.txt"), "w") as fh:
+        fh.write(" ".join(names))
 atexit.register(_report)
 """
 
@@ -200,19 +202,19 @@ def test_profiled_ddp_ranks_free_their_process_group_before_exit(mpiexec, tmp_pa
     still freeing a work aborted the rank now and then (exit status 6); freed from Python
     without the settling barrier, the teardown hung most times. The ranks must end on time
     with no gloo thread left."""
-    hook = tmp_path / "hook"
+    hook, reports = tmp_path / "hook", tmp_path / "threads"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(THREADS_AT_EXIT)
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
-    )
+    reports.mkdir()
+    (hook / "sitecustomize.py").write_text(THREADS_AT_EXIT)  # each rank reports at exit
+    env = dict(os.environ, THREADS_AT_EXIT_DIR=str(reports))
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])
     cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.train", "--epochs", "1",
            "--steps-per-epoch", "5", "--profile", "--prof-wait", "1", "--prof-warmup", "1",
            "--prof-active", "2", "--prof-repeat", "1", "--trace-dir", str(tmp_path / "traces"),
            "--timings-dir", str(tmp_path / "timings")]  # fmt: skip
-    done = run_ok(cmd, timeout=120, env=env)
-    reports = re.findall(r"^threads at exit, rank (\d): (.*)$", done.stdout, re.M)
-    assert sorted(rank for rank, _ in reports) == ["0", "1"], done.stdout
-    for rank, names in reports:
-        gloo = [n for n in names.split() if "gloo" in n or "tcpstore" in n]
-        assert gloo == [], f"rank {rank} still runs {gloo} at exit"
+    run_ok(cmd, timeout=120, env=env)
+    found = {f.name: f.read_text().split() for f in sorted(reports.iterdir())}
+    assert sorted(found) == ["rank-0.txt", "rank-1.txt"]
+    for name, threads in found.items():
+        gloo = [t for t in threads if "gloo" in t or "tcpstore" in t]
+        assert gloo == [], f"{name}: still runs {gloo} at exit"
