@@ -100,8 +100,10 @@ def load_file(
     >>> df.attrs["ranks"][0]["world_size"]              # doctest: +SKIP
     2
     """
-    part, _ = _load_one(Path(path), cache, comm_patterns)
-    _emit(Path(path), part.meta)
+    path = Path(path)
+    found, keys = _lookup([path], cache, comm_patterns)
+    part = found[0] if found else _parse_and_store(path, keys[0], comm_patterns)[0]
+    _emit(path, part.meta)
     return part.frame()
 
 
@@ -125,14 +127,15 @@ def load(
     [0, 1]
     """
     files = find_trace_files(path_or_dir_or_glob)
-    found = _cached(files, comm_patterns) if cache else {}
-    todo = [f for i, f in enumerate(files) if i not in found]
+    found, keys = _lookup(files, cache, comm_patterns)
+    todo = [i for i in range(len(files)) if i not in found]
     if workers is None:
         workers = min(len(todo), os.cpu_count() or 1)
     if workers <= 1 or len(todo) <= 1:
-        parsed = [_load_one(f, cache, comm_patterns)[0] for f in todo]
+        parsed = [_parse_and_store(files[i], keys[i], comm_patterns)[0] for i in todo]
     else:
-        parsed = _load_in_workers(todo, workers, cache, comm_patterns)
+        todo_keys = [keys[i] for i in todo]
+        parsed = _load_in_workers([files[i] for i in todo], todo_keys, workers, comm_patterns)
     fresh = iter(parsed)
     found = [found[i] if i in found else next(fresh) for i in range(len(files))]
     claimed: dict[int, Path] = {}
@@ -153,21 +156,24 @@ def _emit(path: Path, meta: dict) -> None:
         warnings.warn(f"{path.name}: {note}", stacklevel=3)
 
 
-def _cached(files: list[Path], comm_patterns: PatternList | None) -> dict[int, Part]:
-    """The files whose cache copy is current, read here: a copy reads faster than a worker
-    process starts."""
+def _lookup(
+    files: list[Path], cache: bool, comm_patterns: PatternList | None
+) -> tuple[dict[int, Part], list[str | None]]:
+    """Each file's cache key (None when not caching), and the parts whose cache copy is
+    current, read here: a copy reads faster than a worker process starts."""
     from . import cache as trace_cache
 
+    keys = [trace_cache.cache_key(f, comm_patterns) if cache else None for f in files]
     found = {}
-    for i, f in enumerate(files):
-        hit = trace_cache.read(f, trace_cache.cache_key(f, comm_patterns))
+    for i, (f, key) in enumerate(zip(files, keys, strict=True)):
+        hit = trace_cache.read(f, key) if key is not None else None
         if hit is not None:
             found[i] = hit[0]
-    return found
+    return found, keys
 
 
 def _load_in_workers(
-    files: list[Path], workers: int, cache: bool, comm_patterns: PatternList | None
+    files: list[Path], keys: list[str | None], workers: int, comm_patterns: PatternList | None
 ) -> list[Part]:
     """Parse files in parallel: this process takes one lane of files, ``workers - 1`` worker
     processes the others (:func:`lanes`). A worker hands its part back as a file (its cache
@@ -182,13 +188,13 @@ def _load_in_workers(
     ):
         futures = {
             i: pool.submit(
-                _load_one_to_file, files[i], cache, comm_patterns, Path(tmp) / f"{i}.npz"
+                _load_one_to_file, files[i], keys[i], comm_patterns, Path(tmp) / f"{i}.npz"
             )
             for i in theirs
         }
         try:
             for i in mine:
-                found[i] = _load_one(files[i], cache, comm_patterns)[0]
+                found[i] = _parse_and_store(files[i], keys[i], comm_patterns)[0]
             for i, fut in futures.items():
                 got = fut.result()
                 found[i] = parts.read(got, mapped=True) if isinstance(got, Path) else got
@@ -231,14 +237,14 @@ def lanes(files: list[Path], workers: int) -> tuple[list[int], list[int]]:
 
 
 def _load_one_to_file(
-    path: Path, cache: bool, comm_patterns: PatternList | None, out: Path
+    path: Path, key: str | None, comm_patterns: PatternList | None, out: Path
 ) -> Path | Part:
-    """Worker side of :func:`_load_in_workers`: parse one file (or fetch its cache copy) and
-    return where the part is stored: the cache copy when there is one, else ``out``. Returns
+    """Worker side of :func:`_load_in_workers`: parse one file and return where its part is
+    stored: the cache copy when one was written, else ``out``. Returns
     the part itself when ``out`` cannot be written (a full or small ``/dev/shm``): it then
     travels back through the pool's pipe instead.
     """
-    part, stored = _load_one(path, cache, comm_patterns)
+    part, stored = _parse_and_store(path, key, comm_patterns)
     if stored is not None:
         return stored
     try:
@@ -250,17 +256,13 @@ def _load_one_to_file(
     return out
 
 
-def _load_one(
-    path: Path, cache: bool, comm_patterns: PatternList | None
+def _parse_and_store(
+    path: Path, key: str | None, comm_patterns: PatternList | None
 ) -> tuple[Part, Path | None]:
-    """Parse (or fetch from the cache) one file: the part, and where its cache copy lies."""
+    """Parse one file and keep a cache copy under ``key`` (None: no copy): the part, and
+    where the copy lies."""
     from . import cache as trace_cache
 
-    key = trace_cache.cache_key(path, comm_patterns) if cache else None
-    if key is not None:
-        hit = trace_cache.read(path, key)
-        if hit is not None:
-            return hit
     part = _parse(path, comm_patterns)
     stored = trace_cache.write(path, key, part) if key is not None else None
     return part, stored
