@@ -124,3 +124,18 @@ def test_real_two_rank_train_example_through_mpiexec(mpiexec):
     assert state == "COMPLETED", job.tail(40, "stderr")
     timings = sorted(p.name for p in (job.run_dir / "timings").iterdir())
     assert timings == ["train-0-of-2.json", "train-1-of-2.json"]
+
+
+def test_a_process_ending_while_its_stat_is_read_counts_as_gone(monkeypatch):
+    """Cancel polls /proc/<pid>/stat; a process that ends between the open and the read makes
+    the read fail with ESRCH, which must mean "gone", not an error in the notebook."""
+    from pathlib import Path
+
+    from hpcprof_kit.jobs.backends import local
+
+    def ended(self, *args, **kwargs):
+        raise ProcessLookupError(3, "No such process")
+
+    assert local._alive(os.getpid()) is True
+    monkeypatch.setattr(Path, "read_text", ended)
+    assert local._alive(os.getpid()) is False

@@ -60,9 +60,11 @@ def _session_pids(sid: int) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie. A process that ends between the open and the
+    read of its stat file makes the read fail with ESRCH (ProcessLookupError)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
