@@ -12,11 +12,13 @@ group and always tears it down again.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,11 @@ from hpcprof_kit.ranks import (  # noqa: F401  (re-exported: the documented dist
 BACKEND_FOR_DEVICE: dict[str, str] = {"xpu": "xccl", "cuda": "nccl", "mps": "gloo", "cpu": "gloo"}
 KNOWN_BACKENDS: tuple[str, ...] = ("gloo", "nccl", "xccl", "ccl", "mpi")
 SETTLE_S = 0.2  # after the closing barrier, GIL released: the backend's threads finish up
+NAME_FIX = (
+    "fix: give MASTER_ADDR a name or IP that resolves on every node (torchrun: --master-addr "
+    "or --rdzv-endpoint; under MPI rank 0 publishes its short host name + the system record's "
+    "hsn_suffix: check HPCPROF_SYSTEM and that record)"
+)
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,134 @@ def _mpi_comm():
     return MPI.COMM_WORLD
 
 
-def _rendezvous(ranks: RankInfo, host: str, hsn_suffix: str) -> tuple[str, str, int]:
-    """(MASTER_ADDR, MASTER_PORT, nodes): rank 0's address and port, shared over MPI."""
+def candidate_name(host: str, suffix: str) -> str:
+    """The name rank 0 tries first: its short host name plus the high-speed-network suffix.
+
+    >>> candidate_name("x4102c5s0b0n0.hostmgmt.example", ".hsn.cm.aurora.alcf.anl.gov")
+    'x4102c5s0b0n0.hsn.cm.aurora.alcf.anl.gov'
+    >>> candidate_name("login1.example.org", "")  # no suffix: the host name as given
+    'login1.example.org'
+    """
+    return host.split(".")[0] + suffix if suffix else host
+
+
+def _local_addresses(name: str) -> list[str]:
+    """The addresses ``name`` resolves to that belong to this machine (a socket binds there)."""
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return []
+    found: dict[str, None] = {}
+    for family, _, _, _, sockaddr in infos:
+        with suppress(OSError), socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((sockaddr[0], 0, *sockaddr[2:]))
+            found[str(sockaddr[0])] = None
+    return list(found)
+
+
+def _outward_address() -> list[str]:
+    """The IPv4 address this host routes outward from (a UDP connect sends no packet)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("203.0.113.1", 9))  # TEST-NET-3: never answered, only routed
+            return [str(sock.getsockname()[0])]
+    except OSError:
+        return []
+
+
+def publish_address(host: str, suffix: str, same_host: bool) -> tuple[str, str]:
+    """(MASTER_ADDR rank 0 publishes, note): the candidate name, or an IP of this host.
+
+    The name is :func:`candidate_name` when it resolves here to an address of this machine
+    and the note is empty. Otherwise the address is an IP of this host - a non-loopback
+    address of ``host`` first; loopback only when ``same_host`` (every rank runs here);
+    else the one it routes outward from - and the note says why. :class:`DistError` when
+    this host has no address the other ranks could reach.
+
+    >>> publish_address("localhost", "", same_host=True)
+    ('localhost', '')
+    >>> publish_address("n0", ".invalid", same_host=True)[1].split(" (")[0]
+    'MASTER_ADDR n0.invalid does not resolve here'
+    """
+    name = candidate_name(host, suffix)
+    try:
+        resolved = {i[4][0] for i in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)}
+    except OSError as exc:  # socket.gaierror, e.g. [Errno -2] Name or service not known
+        why = f"does not resolve here ({exc})"
+    else:
+        if _local_addresses(name):
+            return name, ""
+        why = f"resolves to {', '.join(sorted(map(str, resolved)))}, not an address of this host"
+    mine = _local_addresses(host) + _local_addresses(host.split(".")[0])
+    loop = [ip for ip in mine if ipaddress.ip_address(ip.split("%")[0]).is_loopback]
+    usable = (
+        [ip for ip in mine if ip not in loop] + (loop if same_host else []) + _outward_address()
+    )
+    if not usable:
+        raise DistError(
+            f"MASTER_ADDR {name} {why}, and host {host} has no address the other ranks could "
+            f"reach (its own: {', '.join(mine) or 'none'}); {NAME_FIX}"
+        )
+    return usable[0], f"MASTER_ADDR {name} {why}; rank 0 publishes {usable[0]} instead"
+
+
+def check_reachable(addr: str, port: str, rank: int) -> None:
+    """Raise :class:`DistError` at once when ``addr`` does not resolve on this rank.
+
+    c10d would retry such a name for minutes ("gai error: -2") before giving up.
+
+    >>> check_reachable("127.0.0.1", "29500", rank=1)
+    """
+    try:
+        socket.getaddrinfo(addr, int(port), type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise DistError(
+            f"rank {rank} cannot resolve MASTER_ADDR {addr} (port {port}): {exc}; {NAME_FIX}"
+        ) from None
+
+
+def connect_store(
+    addr: str, port: str, ranks: RankInfo, rendezvous_timeout_s: float, timeout_s: float
+) -> Any:
+    """This rank's c10d TCPStore at ``addr:port``, reached within ``rendezvous_timeout_s``.
+
+    Rank 0 hosts it (under torchrun with an agent store, the agent does). Once every rank
+    joined, the store's timeout becomes the collective one, ``timeout_s``.
+    """
+    from datetime import timedelta
+
+    import torch.distributed as tdist
+
+    check_reachable(addr, port, ranks.rank)
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts it
+    try:
+        store = tdist.TCPStore(
+            addr,
+            int(port),
+            ranks.world_size,
+            is_master=ranks.rank == 0 and not agent,
+            timeout=timedelta(seconds=rendezvous_timeout_s),
+        )
+    except RuntimeError as exc:  # DistNetworkError, DistStoreError, a port already taken
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DistError(
+            f"rank {ranks.rank} could not reach the rendezvous at {addr}:{port} within "
+            f"{rendezvous_timeout_s:g} s ({reason}); fix: check that all {ranks.world_size} "
+            f"ranks started and that {addr} is rank 0's address, reachable from every node "
+            "(firewall, HSN name), or pass a longer rendezvous_timeout_s to distributed()"
+        ) from None
+    store.set_timeout(timedelta(seconds=timeout_s))
+    return store
+
+
+def _rendezvous(
+    ranks: RankInfo, host: str, hsn_suffix: str, *, verify: bool = False
+) -> tuple[str, str, int]:
+    """(MASTER_ADDR, MASTER_PORT, nodes): rank 0's address and port, shared over MPI.
+
+    Rank 0 publishes :func:`candidate_name`, or with ``verify`` (:func:`distributed`'s way)
+    :func:`publish_address`'s choice, warning once on stderr when it is not the name.
+    """
     if ranks.world_size == 1:
         return "127.0.0.1", str(free_port()), 1
     comm = _mpi_comm()
@@ -155,8 +288,13 @@ def _rendezvous(ranks: RankInfo, host: str, hsn_suffix: str) -> tuple[str, str, 
                 )
             )
         hosts = comm.allgather(host)
-        mine = (host + hsn_suffix, str(free_port())) if ranks.rank == 0 else None
-        addr, port = comm.bcast(mine, root=0)
+        mine = (candidate_name(host, hsn_suffix), "", str(free_port())) if ranks.rank == 0 else None
+        if mine and verify:  # (address, note, port)
+            try:
+                mine = (*publish_address(host, hsn_suffix, len(set(hosts)) == 1), mine[2])
+            except DistError as exc:  # broadcast it: the other ranks must not wait in bcast
+                mine = ("", str(exc), "")
+        addr, note, port = comm.bcast(mine, root=0)
     except DistError:
         raise
     except Exception as exc:  # an MPI that cannot reach the launcher fails here, not in torch
@@ -164,17 +302,31 @@ def _rendezvous(ranks: RankInfo, host: str, hsn_suffix: str) -> tuple[str, str, 
             f"MPI could not broadcast the rendezvous address ({type(exc).__name__}: {exc}); "
             "mpi4py must be built against the site MPI (e.g. Cray MPICH under PALS)"
         ) from None
+    if not addr:
+        raise DistError(f"rank 0 found no rendezvous address: {note}")
+    if note and ranks.rank == 0:
+        print(f"hpcprof-kit: {note}", file=sys.stderr, flush=True)
     return addr, port, len(set(hosts))
 
 
 @contextmanager
 def distributed(
-    backend: str | None = None, timeout_s: float = 300.0, device: str | None = None
+    backend: str | None = None,
+    timeout_s: float = 300.0,
+    device: str | None = None,
+    rendezvous_timeout_s: float = 60.0,
 ) -> Iterator[DistInfo]:
     """Initialise torch.distributed for this rank, yield a :class:`DistInfo`, always tear down.
 
     The local device is set before ``init_process_group``; ``MASTER_ADDR``/``MASTER_PORT``
     are restored to what they were afterwards, even on error.
+
+    Rendezvous: under MPI, rank 0 publishes its short host name + the system's
+    ``hsn_suffix`` when that resolves to this host, else one of its IPs (one
+    ``hpcprof-kit:`` line on stderr says so); torchrun's ``MASTER_ADDR`` is used as given.
+    A name that does not resolve fails at once, and a store not reached within
+    ``rendezvous_timeout_s`` fails with :class:`DistError` naming host and port;
+    ``timeout_s`` bounds each collective.
 
     On a normal exit every rank settles the group before ``destroy_process_group()``
     (:func:`_settle`). Building DDP (or calling ``torch.compile``) inside the block?
@@ -206,17 +358,22 @@ def distributed(
         addr, port, nodes = str(saved["MASTER_ADDR"]), str(saved["MASTER_PORT"]), ranks.nodes
     else:
         suffix = load_system(detect_system()).hsn_suffix
-        addr, port, mpi_nodes = _rendezvous(ranks, host, suffix)
+        addr, port, mpi_nodes = _rendezvous(ranks, host, suffix, verify=True)
         nodes = max(mpi_nodes, ranks.nodes) if ranks.world_size > 1 else 1
     try:
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, port
         devmod.set_current(local)  # before init: a collective must not land on device 0
         kwargs = {"device_id": local} if local.type != "cpu" else {}
+        # The MPI backend meets through MPI itself: torch ignores any store for it.
+        store = None
+        if chosen != "mpi":
+            store = connect_store(addr, port, ranks, rendezvous_timeout_s, timeout_s)
         tdist.init_process_group(
             backend=chosen,
             rank=ranks.rank,
             world_size=ranks.world_size,
             timeout=timedelta(seconds=timeout_s),
+            store=store,
             **kwargs,
         )
         yield DistInfo(
@@ -247,6 +404,7 @@ def _settle(tdist: Any) -> None:
 
 
 __all__ = [
-    "BACKEND_FOR_DEVICE", "DistInfo", "RankInfo", "choose_backend", "distributed",
-    "free_port", "parse_banners", "ranks_from_env",
+    "BACKEND_FOR_DEVICE", "DistInfo", "RankInfo", "candidate_name", "check_reachable",
+    "choose_backend", "connect_store", "distributed", "free_port", "parse_banners",
+    "publish_address", "ranks_from_env",
 ]  # fmt: skip
