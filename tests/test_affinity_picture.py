@@ -32,7 +32,7 @@ def _red_devices(fig) -> int:
     ("system", "ranks", "preset", "clashes", "bad_devices"),
     [
         ("aurora", 12, "alcf-4core", 0, 0),
-        ("aurora", 12, "depth-8", 2, 2),  # cores 0 and 52: reserved and used; ranks 0 and 6
+        ("aurora", 12, "depth-8", 0, 1),  # PALS skips cores 0 and 52; rank 6 spans sockets
         ("aurora", 12, "outdated-core0", 2, 2),
         ("polaris", 4, "numa-correct", 0, 0),
         ("polaris", 4, "common-mistake", 0, 4),  # every rank drives a far GPU

@@ -181,14 +181,31 @@ def _rule_cpus(node: NodeTopology, parsed: ParsedBind, ranks: int) -> tuple[tupl
                 f"{len(cores)} cores; use fewer ranks or 'core'"
             )
         return tuple(cores[len(cores) - 1 - i] for i in range(ranks))
-    ids = node.cpu_ids
-    d = parsed.depth or 1
-    if ranks * d > len(ids):
-        raise BindingError(
-            f"depth {d} x {ranks} ranks needs {ranks * d} CPUs, beyond the node's limit of "
-            f"{len(ids)}; lower --depth or the ranks per node"
+    return _depth_cpus(node, parsed.depth or 1, ranks)
+
+
+def _depth_cpus(node: NodeTopology, depth: int, ranks: int) -> tuple[tuple[int, ...], ...]:
+    """PALS ``--cpu-bind depth``: walk the logical CPUs in order, skipping reserved ones, and
+    give each rank the next ``depth`` of them (so Aurora's rank 0 starts at CPU 1).
+
+    ALCF's own output (docs.alcf.anl.gov/aurora/running-jobs-aurora, Example 4) shows
+    ``--depth=8`` with 12 ranks placing rank 0 on 1-8 and rank 6 on 49-51,53-57.
+
+    >>> from hpcprof_kit.affinity.topology import node_topology
+    >>> [format_cpus(c) for c in _depth_cpus(node_topology("aurora"), 8, 7)[5:]]
+    ['41-48', '49-51,53-57']
+    """
+    usable = [c for c in node.cpu_ids if c not in node.reserved]
+    if ranks * depth > len(usable):
+        skipped = len(node.cpu_ids) - len(usable)
+        of = f"{len(usable)} CPUs" + (
+            f" ({len(node.cpu_ids)} less {skipped} reserved)" if skipped else ""
         )
-    return tuple(ids[i * d : (i + 1) * d] for i in range(ranks))
+        raise BindingError(
+            f"depth {depth} x {ranks} ranks needs {ranks * depth} CPUs, beyond the node's limit "
+            f"of {of}; lower --depth or the ranks per node"
+        )
+    return tuple(tuple(usable[i * depth : (i + 1) * depth]) for i in range(ranks))
 
 
 def _devices(record: System, node: NodeTopology, mode: str, ranks: int) -> list[RankBinding]:
