@@ -47,3 +47,7 @@ class OnDemandError(KitError, RuntimeError):
 
 class NotebookValidationError(KitError, RuntimeError):
     """A notebook failed instructor validation."""
+
+
+class KitWarning(UserWarning):
+    """Something the kit accepted but the user should know about (e.g. a queue no record lists)."""

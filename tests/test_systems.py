@@ -38,8 +38,30 @@ def test_polaris_gpu_numa_is_reversed():
 def test_unknown_system_and_queue_name_the_choices():
     with pytest.raises(SystemError_, match="known: aurora, local, polaris, slurm"):
         load_system("frontier")
-    with pytest.raises(SpecError, match="queue 'gpu' is not a queue of aurora.*debug"):
+    with pytest.raises(SpecError) as info:
         load_system("aurora").queue("gpu")
+    assert str(info.value) == (
+        "queue 'gpu' is not a queue of aurora (known: 'debug', 'debug-scaling', 'prod', "
+        "'capacity'); pick one of them or add it to aurora.toml; for a workshop reservation "
+        "pass its queue name as pbs_rstat shows it (R<digits>, e.g. R123456), or run where "
+        "qstat can confirm the queue"
+    )
+
+
+def test_a_slurm_site_gets_no_pbs_reservation_hint(tmp_path, monkeypatch):
+    (tmp_path / "mysite.toml").write_text(
+        'name = "mysite"\nscheduler = "slurm"\nlauncher = "srun"\n'
+        "[topology]\nsockets = 1\ncores_per_socket = 8\nthreads_per_core = 1\n"
+        "sibling_offset = 0\ngpus = 0\n"
+        '[queues.batch]\nmin_nodes = 1\nmax_nodes = 4\nmax_walltime = "02:00:00"\n'
+    )
+    monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(tmp_path))
+    with pytest.raises(SpecError) as info:
+        load_system("mysite").queue("R1")
+    assert str(info.value) == (
+        "queue 'R1' is not a queue of mysite (known: 'batch'); pick one of them or add it to "
+        "mysite.toml"
+    )
 
 
 def test_a_new_site_is_a_new_data_file(tmp_path, monkeypatch):

@@ -126,15 +126,29 @@ class System:
         return len(self.topology.devices)
 
     def queue(self, name: str | None = None) -> Queue:
-        """The named queue (or the default); SpecError lists the known ones."""
+        """The named queue (or the default); SpecError lists the known ones.
+
+        Pure: only the record is read. Queues it does not list (workshop reservations, queues
+        only the scheduler knows) are resolved by ``hpcprof_kit.jobs.queues.resolve_queue``.
+        """
         key = self.default_queue if name is None else name
         if key not in self.queues:
             known = ", ".join(repr(q) for q in self.queues) or "none"
+            hint = RESERVATION_HINTS.get(self.scheduler, "")
             raise SpecError(
                 f"queue {key!r} is not a queue of {self.name} (known: {known}); "
-                f"pick one of them or add it to {self.source or self.name + '.toml'}"
+                f"pick one of them or add it to {self.source or self.name + '.toml'}{hint}"
             )
         return self.queues[key]
+
+
+# How a user reaches a reservation on each scheduler, appended to the unknown-queue error.
+RESERVATION_HINTS: dict[str, str] = {
+    "pbs": (
+        "; for a workshop reservation pass its queue name as pbs_rstat shows it "
+        "(R<digits>, e.g. R123456), or run where qstat can confirm the queue"
+    ),
+}
 
 
 def _parse_cores(text: str) -> tuple[int, ...]:
@@ -195,7 +209,10 @@ def _from_dict(d: dict[str, Any], source: str) -> System:
             queues=queues,
             setup_lines=tuple(env.get("setup", [])),
             env_vars=dict(env.get("vars", {})),
-            extra={k: v for k, v in d.items() if k not in known},
+            extra={
+                **{k: v for k, v in d.items() if k not in known},
+                "prepend": dict(env.get("prepend", {})),
+            },  # fmt: skip
             source=source,
         )
     except KeyError as exc:

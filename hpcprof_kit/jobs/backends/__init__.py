@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -85,11 +86,20 @@ def get_backend(name: str) -> Backend:
     raise SubmitError(f"backend {name!r} is unknown; use 'auto', 'local', 'slurm' or 'pbs'")
 
 
-def choose_backend(system: System, backend: str = "auto") -> str:
-    """The backend name for ``system``: explicit, else its scheduler if the command is on PATH.
+def choose_backend(system: System, backend: str = "auto", nodes: int = 1) -> str:
+    """The backend for a job of ``nodes`` nodes on ``system``: explicit, else by where we are.
 
-    Inside an interactive allocation of the system's scheduler (``qsub -I``, ``salloc``) with no
-    way to submit, the script runs right here: the local backend with the allocation's nodefile.
+    ``auto`` resolves in this order: a system without a scheduler runs locally; inside an
+    allocation of the system's scheduler (``qsub -I``, ``salloc``, or a batch job: the workshop's
+    JupyterLab on a compute node) the job runs right there with the local backend, which uses
+    the site launcher and the allocation's nodefile, never a second qsub/sbatch (Aurora's debug
+    queue allows one job per user); an allocation smaller than ``nodes`` is a SubmitError.
+    Otherwise the scheduler's backend, when its submit command is on PATH. An explicit
+    ``backend`` is used as given.
+
+    >>> from hpcprof_kit.systems import load_system
+    >>> choose_backend(load_system("local")), choose_backend(load_system("aurora"), "pbs", nodes=2)
+    ('local', 'pbs')
     """
     if backend != "auto":
         if backend not in SUBMIT_COMMANDS:
@@ -102,10 +112,11 @@ def choose_backend(system: System, backend: str = "auto") -> str:
     command = SUBMIT_COMMANDS.get(system.scheduler)
     if command is None:
         raise SubmitError(f"scheduler {system.scheduler!r} of {system.name} has no backend")
+    if in_allocation(system.scheduler):
+        check_allocation(system, nodes)
+        return "local"
     if shutil.which(command):
         return system.scheduler
-    if in_allocation(system.scheduler):
-        return "local"
     raise SubmitError(
         f"backend {system.scheduler!r} was expected for system {system.name}, but {command} "
         f"is not on PATH; run on a login node of {system.name}, or pass backend='local' to run "
@@ -113,10 +124,67 @@ def choose_backend(system: System, backend: str = "auto") -> str:
     )
 
 
-def in_allocation(scheduler: str) -> bool:
-    """True inside a job of that scheduler (an interactive one included)."""
-    if scheduler == "pbs":
-        return bool(os.environ.get("PBS_NODEFILE") or os.environ.get("PBS_JOBID"))
-    if scheduler == "slurm":
-        return bool(os.environ.get("SLURM_JOB_ID"))
-    return False
+# Per scheduler: the variables that say "this process runs inside a job", the job id first.
+ALLOCATION_VARS: dict[str, tuple[str, ...]] = {
+    "pbs": ("PBS_JOBID", "PBS_NODEFILE"),
+    "slurm": ("SLURM_JOB_ID",),
+}
+SLURM_NODE_COUNT_VARS = ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+
+
+def in_allocation(scheduler: str, env: Mapping[str, str] | None = None) -> bool:
+    """True inside a job of that scheduler (an interactive one included).
+
+    >>> in_allocation("pbs", {"PBS_JOBID": "123.aurora-pbs"}), in_allocation("pbs", {})
+    (True, False)
+    """
+    env = os.environ if env is None else env
+    return any(env.get(var) for var in ALLOCATION_VARS.get(scheduler, ()))
+
+
+def allocation_nodes(scheduler: str, env: Mapping[str, str] | None = None) -> int | None:
+    """Nodes of the allocation this process runs in; None outside one.
+
+    PBS: the distinct hosts of ``$PBS_NODEFILE``; Slurm: ``SLURM_JOB_NUM_NODES`` (or
+    ``SLURM_NNODES``). When the allocation does not say, 1: the local backend then runs on
+    this host only.
+
+    >>> allocation_nodes("slurm", {"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "2"})
+    2
+    """
+    env = os.environ if env is None else env
+    if not in_allocation(scheduler, env):
+        return None
+    if scheduler == "pbs" and env.get("PBS_NODEFILE"):
+        try:
+            hosts = set(Path(env["PBS_NODEFILE"]).read_text().split())
+        except OSError:
+            hosts = set()
+        return len(hosts) or 1
+    for var in SLURM_NODE_COUNT_VARS if scheduler == "slurm" else ():
+        value = env.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def check_allocation(system: System, nodes: int, env: Mapping[str, str] | None = None) -> int:
+    """The allocation's node count; SubmitError when it is smaller than ``nodes``."""
+    have = allocation_nodes(system.scheduler, env)
+    if have is None:
+        raise SubmitError(
+            f"backend 'local' runs {system.name}'s script here, but this process is not "
+            f"inside a {system.scheduler} allocation (no nodefile); start an interactive job "
+            f"first, or use system='local'"
+        )
+    if nodes > have:
+        env = os.environ if env is None else env
+        job = env.get(ALLOCATION_VARS[system.scheduler][0]) or "this job"
+        command = SUBMIT_COMMANDS[system.scheduler]
+        raise SubmitError(
+            f"nodes {nodes} does not fit the {system.scheduler} allocation this process runs in "
+            f"({job}: {have} node{'s' if have != 1 else ''}); jobs started inside an allocation "
+            f"run right here rather than through a second {command}. Ask for nodes <= {have}, "
+            f"or submit from a login node with backend='{system.scheduler}'"
+        )
+    return have

@@ -9,6 +9,7 @@ allocation the script runs with the system's own launcher and the allocation's n
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -17,8 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpcprof_kit.errors import SubmitError
-from hpcprof_kit.jobs.backends import CANCEL_MARK, Status, in_allocation, job_environment
+from hpcprof_kit.jobs.backends import CANCEL_MARK, Status, check_allocation, job_environment
 from hpcprof_kit.systems import System
 
 EXIT_FILE = "exit_code"
@@ -74,12 +74,10 @@ class LocalBackend:
     poll_interval = 0.25  # reading two small files costs nothing
 
     def submit(self, run_dir: Path, system: System, walltime_s: int) -> str:
-        if system.scheduler != "none" and not in_allocation(system.scheduler):
-            raise SubmitError(
-                f"backend 'local' runs {system.name}'s script here, but this process is not "
-                f"inside a {system.scheduler} allocation (no nodefile); start an interactive job "
-                f"first, or use system='local'"
-            )
+        if system.scheduler != "none":  # in an allocation that holds the spec's nodes
+            spec_file = run_dir / "spec.json"
+            nodes = json.loads(spec_file.read_text()).get("nodes", 1) if spec_file.is_file() else 1
+            check_allocation(system, nodes)
         (run_dir / "nodefile").write_text("\n".join(_nodefile_hosts()) + "\n")
         with open(run_dir / "stdout", "ab") as out, open(run_dir / "stderr", "ab") as err:
             proc = subprocess.Popen(
