@@ -98,6 +98,35 @@ def test_seqpar_two_ranks_times_each_operation(mpiexec, tmp_path):
     assert wall < 60
 
 
+@pytest.mark.mpi
+def test_seqpar_two_ranks_profiled_writes_traces_that_load(mpiexec, tmp_path):
+    """JobSpec(example="seqpar", profile=True) runs `seqpar --profile`: it must be accepted and
+    leave one loadable trace per rank in $HPCPROF_RUN_DIR/traces."""
+    from hpcprof_kit.jobs import JobSpec
+    from hpcprof_kit.traces import load
+
+    command = list(JobSpec(example="seqpar", profile=True).full_command())
+    assert command == ["python3", "-m", "hpcprof_kit.apps.seqpar", "--profile"]
+    run_dir = tmp_path / "run"
+    cmd = [mpiexec, "-n", "2", sys.executable, *command[1:], "--seq-len", "64", "--hidden", "32",
+           "--steps", "4", "--warmup", "1"]  # fmt: skip
+    done, _ = _launch(cmd, run_dir)
+    assert done.returncode == 0, done.stderr
+    traces = sorted(p.name for p in (run_dir / "traces").glob("*.json"))
+    assert traces == ["trace-0-of-2.json", "trace-1-of-2.json"]
+    df = load(run_dir / "traces", workers=1, cache=False)
+    assert sorted(df.attrs["ranks"]) == [0, 1]
+    assert sorted(df["rank"].unique()) == [0, 1]
+    # The timed steps are still all there, profiled or not.
+    assert [len(r["timings"]["step"]) for r in _timings(run_dir, "seqpar", 2)] == [4, 4]
+
+
+def test_seqpar_takes_the_same_profiler_flags_as_train():
+    flags = ["--profile", "--prof-wait", "0", "--prof-active", "1", "--trace-dir", "t"]
+    args = seqpar.build_parser().parse_args(flags)
+    assert (args.profile, args.prof_wait, args.prof_active, args.trace_dir) == (True, 0, 1, "t")
+
+
 @pytest.mark.slurm
 def test_seqpar_under_srun_pmi2(slurm_cluster, tmp_path):
     run_dir = tmp_path / "run"

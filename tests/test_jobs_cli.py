@@ -53,3 +53,41 @@ def test_submit_wait_status_cancel_and_runs_table(isolated_runs):
     ]
     cancel = kit("cancel", run_dir)
     assert cancel.stdout.strip() == state["state"]  # an ended job stays as it ended
+
+
+def test_render_takes_profrank_rankcutoff_and_filesystems(capsys):
+    from hpcprof_kit.cli import main
+
+    args = ["--system", "aurora", "--nodes", "2", "--ranks-per-node", "12", "--account", "P",
+            "--queue", "debug-scaling", "--tracer", "unitrace", "--profrank", "1",
+            "--rankcutoff", "14", "--filesystems", "home:flare:daos_user"]  # fmt: skip
+    assert main(["render", *args]) == 0
+    spec = JobSpec(system="aurora", nodes=2, ranks_per_node=12, account="P", queue="debug-scaling",
+                   tracer="unitrace", profrank=1, rankcutoff=14,
+                   filesystems="home:flare:daos_user")  # fmt: skip
+    script = capsys.readouterr().out
+    assert script == spec.render()
+    assert "#PBS -l filesystems=home:flare:daos_user" in script.splitlines()
+    assert 'PROFRANK="${PROFRANK-1}"' in script and 'RANKCUTOFF="${RANKCUTOFF-14}"' in script
+
+
+def test_submit_takes_the_same_spec_options():
+    from hpcprof_kit.cli import build_parser
+    from hpcprof_kit.cli.jobs import _spec
+
+    args = build_parser().parse_args(["submit", "--system", "polaris", "--nodes", "2",
+                                      "--ranks-per-node", "4", "--tracer", "nsys", "--profrank",
+                                      "2", "--rankcutoff", "7", "--filesystems", "home"])  # fmt: skip
+    spec = _spec(args)
+    assert (spec.profrank, spec.rankcutoff, spec.filesystems) == (2, 7, "home")
+
+
+def test_render_into_a_missing_folder_is_one_clear_line(tmp_path):
+    target = tmp_path / "missing" / "dir" / "x.sh"
+    done = kit("render", "--system", "local", "-o", str(target))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"hpcprof-kit render: --output {target}: the folder {target.parent} does not exist; "
+        f"create it first (mkdir -p {target.parent}) or write somewhere else\n"
+    )
+    assert not target.parent.exists()

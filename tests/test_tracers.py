@@ -62,10 +62,21 @@ def test_bad_tracer_requests_name_the_field_and_fix():
         wrapper_script("nsys", "aurora")
     with pytest.raises(SpecError, match="'vtune' is unknown"):
         wrapper_script("vtune", "aurora")
-    with pytest.raises(SpecError, match="profrank=-1 must be a whole number >= 0"):
+    with pytest.raises(SpecError) as info:
         wrapper_script("unitrace", "aurora", profrank=-1)
-    with pytest.raises(SpecError, match="rankcutoff=0 traces no rank"):
+    assert str(info.value) == (
+        "profrank -1 is negative: it is a local rank (compared with the launcher's local rank, "
+        "e.g. PALS_LOCAL_RANKID); pick the local rank to trace on each node, e.g. profrank=0"
+    )
+    with pytest.raises(SpecError) as info:
         wrapper_script("unitrace", "aurora", rankcutoff=0)
+    assert str(info.value) == (
+        "rankcutoff 0 traces no rank (the cutoff is exclusive: ranks below it whose local rank "
+        "is 0 are traced, and the first of them is rank 0); use rankcutoff >= 1, or None for "
+        "no cutoff"
+    )
+    with pytest.raises(SpecError, match=r"^rankcutoff True is not a whole number"):
+        wrapper_script("unitrace", "aurora", rankcutoff=True)
 
 
 def run_four_ranks(mpiexec, tmp_path, tracer, system, env_extra, **kwargs):

@@ -5,7 +5,12 @@ sequence + tensor parallelism: gather the full sequence (all_gather), multiply b
 column shard of W1 (matmul_1), multiply by its row shard of W2 (matmul_2), then sum the partial
 results over ranks and hand each rank back its own rows (reduce_scatter)::
 
-    mpiexec -n 2 python -m hpcprof_kit.apps.seqpar --seq-len 1024 --hidden 512 --steps 10
+    mpiexec -n 2 python -m hpcprof_kit.apps.seqpar --seq-len 1536 --hidden 768 --steps 10
+    mpiexec -n 2 python -m hpcprof_kit.apps.seqpar --profile --prof-wait 1 --prof-active 2
+
+``--profile`` and the other profiler flags are the same as the train app's: the profiler covers
+the timed steps (warm-up steps run before it starts) and steps once per timed step; traces go
+to ``$HPCPROF_RUN_DIR/traces/trace-<rank>-of-<world>.json`` (or ``--trace-dir``).
 
 Timings of each operation (seconds, after ``--warmup`` untimed steps) go to
 ``seqpar-<rank>-of-<world>.json``. ``params.reduce_scatter_impl`` says how the reduce-scatter
@@ -21,7 +26,9 @@ import time
 
 from hpcprof_kit.apps._common import (
     add_common_args,
+    add_profiling_args,
     flush_print,
+    rank_profiler,
     report_progress,
     run_main,
     timing_record,
@@ -40,13 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m hpcprof_kit.apps.seqpar", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--seq-len", type=int, default=1024, help="full sequence length (all ranks)")
-    p.add_argument("--hidden", type=int, default=512, help="hidden size")
+    # Defaults split evenly over 1, 2, 3, 4, 6, 8 and 12 ranks (one Aurora node: 12 tiles):
+    # 1536 tokens, and an MLP width of 768 x 4 = 3072.
+    p.add_argument("--seq-len", type=int, default=1536, help="full sequence length (all ranks)")
+    p.add_argument("--hidden", type=int, default=768, help="hidden size")
     p.add_argument("--ffn-mult", type=int, default=4, help="MLP width = hidden x this")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     add_common_args(p)
+    add_profiling_args(p)
     return p
 
 
@@ -134,7 +144,9 @@ def _seqpar(argv: list[str] | None) -> int:
             getattr(torch, dev.type).synchronize if dev.type in ("cuda", "xpu") else (lambda: None)
         )
         timings: dict[str, list[float]] = {op: [] for op in OPS}
-        for i in range(args.warmup + args.steps):
+
+        def one_step() -> list[float]:
+            """One MLP block; the clock before it and after each operation."""
             marks = [time.perf_counter()]
             comms.all_gather(full, shard)
             sync()
@@ -142,19 +154,27 @@ def _seqpar(argv: list[str] | None) -> int:
             hidden = full @ w1
             sync()
             marks.append(time.perf_counter())
-            partial = (
-                hidden @ w2
-            )  # this rank's share of every row; the sum over ranks is the answer
+            # This rank's share of every row; the sum over ranks is the answer.
+            partial = hidden @ w2
             sync()
             marks.append(time.perf_counter())
             comms.reduce_scatter(out, partial)
             sync()
             marks.append(time.perf_counter())
-            if i >= args.warmup:
+            return marks
+
+        total = args.warmup + args.steps
+        for i in range(args.warmup):
+            one_step()
+            report_progress(info.rank, i + 1, total)
+        with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
+            for i in range(args.steps):
+                marks = one_step()
+                prof.step()  # once per timed step: the schedule counts these steps
                 for op, t0, t1 in zip(OPS[:4], marks, marks[1:], strict=False):
                     timings[op].append(t1 - t0)
                 timings["step"].append(marks[-1] - marks[0])
-            report_progress(info.rank, i + 1, args.warmup + args.steps)
+                report_progress(info.rank, args.warmup + i + 1, total)
         if info.rank == 0:
             mean = {op: sum(v) / len(v) * 1e3 for op, v in timings.items()}
             flush_print(

@@ -10,9 +10,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
+
+from hpcprof_kit.errors import KitWarning, SpecError
 
 
 def _spec_options(p: argparse.ArgumentParser) -> None:
@@ -28,6 +33,13 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name")
     p.add_argument("--profile", action="store_true", help="run the example under torch.profiler")
     p.add_argument("--tracer", help="vendor tracer: unitrace, nsys or ncu")
+    p.add_argument(
+        "--profrank", type=int, default=0, help="local rank the tracer traces on each node"
+    )
+    p.add_argument(
+        "--rankcutoff", type=int, help="trace only global ranks below this (default: no cutoff)"
+    )
+    p.add_argument("--filesystems", help="':'-separated file systems (default: the system's)")
     p.add_argument("--binding", help="binding preset (default: the system's)")
 
 
@@ -45,8 +57,44 @@ def _spec(args: argparse.Namespace):
         name=args.name,
         profile=args.profile,
         tracer=args.tracer,
+        profrank=args.profrank,
+        rankcutoff=args.rankcutoff,
+        filesystems=args.filesystems,
         binding=args.binding,
     )
+
+
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """The kit's warnings as one line each on stderr (``hpcprof-kit render: warning: ...``)."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KitWarning)  # other warnings keep their filters
+            yield
+    finally:
+        seen = set()
+        for w in caught:
+            text = str(w.message)
+            if not issubclass(w.category, KitWarning):
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            elif text not in seen:  # a spec validated twice warns twice
+                seen.add(text)
+                print(f"hpcprof-kit {command}: warning: {text}", file=sys.stderr)
+
+
+def _write_script(path: str, script: str) -> None:
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise SpecError(
+            f"--output {path}: the folder {target.parent} does not exist; "
+            f"create it first (mkdir -p {target.parent}) or write somewhere else"
+        )
+    try:
+        target.write_text(script)
+    except OSError as exc:
+        raise SpecError(
+            f"--output {path}: cannot write the script ({exc.strerror}); pick a writable path"
+        ) from None
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -56,9 +104,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         for path in write_catalog(Path(args.all)):
             print(path)
         return 0
-    script = _spec(args).render()
+    with _warnings_as_lines("render"):
+        script = _spec(args).render()
     if args.output:
-        Path(args.output).write_text(script)
+        _write_script(args.output, script)
     else:
         sys.stdout.write(script)
     return 0
@@ -67,7 +116,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import submit
 
-    job = submit(_spec(args), backend=args.backend)
+    with _warnings_as_lines("submit"):
+        job = submit(_spec(args), backend=args.backend)
     print(f"run directory: {job.run_dir}")
     print(f"job id: {job.job_id}")
     if args.wait:

@@ -25,4 +25,4 @@ mkdir -p "$out"
 export HPCPROF_EMIT_ITT=1
 report="$out/${run}_rank${rank}"
 echo "hpcprof-kit: unitrace traces rank $rank (local rank $local_rank) into $out" >&2
-exec unitrace --chrome-mpi-logging --chrome-sycl-logging --chrome-device-logging --chrome-ccl-logging --chrome-call-logging --chrome-dnn-logging --device-timing --host-timing --ccl-summary-report --output-dir-path "$out" --output "${report}.txt" "$@"
+exec unitrace --chrome-mpi-logging --chrome-sycl-logging --chrome-device-logging --chrome-ccl-logging --chrome-call-logging --chrome-dnn-logging --chrome-itt-logging --device-timing --host-timing --ccl-summary-report --output-dir-path "$out" --output "${report}.txt" "$@"
