@@ -22,23 +22,34 @@ SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) o
     "shellcheck"
 )
 
+# Golden scripts name the environment the site recipe builds, not this machine's venv.
+VENV = {"aurora": "$HOME/venvs/hpcprof-kit-aurora-frameworks-2025.3.1",
+        "polaris": "$HOME/venvs/hpcprof-kit-polaris-conda-2025-09-25"}  # fmt: skip
 GOLDEN_SPECS = {
     "aurora_train-profile_2x12.sh": JobSpec(
         system="aurora", nodes=2, ranks_per_node=12, account="YOUR_PROJECT", profile=True,
-        binding="none", name="hpcprof-train",
+        binding="none", name="hpcprof-train", venv=VENV["aurora"],
     ),
     "polaris_train-profile_2x4.sh": JobSpec(
         system="polaris", nodes=2, ranks_per_node=4, account="YOUR_PROJECT", profile=True,
-        binding="none", name="hpcprof-train",
+        binding="none", name="hpcprof-train", venv=VENV["polaris"],
     ),
 }  # fmt: skip
 # With each system's default binding plan (from hpcprof_kit.affinity).
 GOLDEN_BOUND = {
     "aurora_train_1x12_alcf-4core.sh": JobSpec(
-        system="aurora", ranks_per_node=12, account="YOUR_PROJECT", name="hpcprof-train"
+        system="aurora",
+        ranks_per_node=12,
+        account="YOUR_PROJECT",
+        name="hpcprof-train",
+        venv=VENV["aurora"],
     ),
     "polaris_train_1x4_numa-correct.sh": JobSpec(
-        system="polaris", ranks_per_node=4, account="YOUR_PROJECT", name="hpcprof-train"
+        system="polaris",
+        ranks_per_node=4,
+        account="YOUR_PROJECT",
+        name="hpcprof-train",
+        venv=VENV["polaris"],
     ),
 }
 
@@ -77,7 +88,9 @@ def test_aurora_directives_and_pals_launch_line():
         "#PBS -l place=scatter", "#PBS -l walltime=00:10:00", "#PBS -l filesystems=home:flare",
         "#PBS -k doe",
     ]  # fmt: skip
-    assert 'mpiexec -n 24 -ppn 12 -l --line-buffer --hostfile "$PBS_NODEFILE" \\' in lines
+    assert (
+        'mpiexec -n 24 -ppn 12 --pmi=pmix -l --line-buffer --hostfile "$PBS_NODEFILE" \\' in lines
+    )
     assert lines[-1] == "    python3 -m hpcprof_kit.apps.train --profile"
 
 
@@ -192,7 +205,7 @@ def test_hostile_strings_reach_the_program_unchanged(args, value, tmp_path, mpie
     spec = JobSpec(system="local", ranks_per_node=1, command=["python3", "-c", probe],
                    args=tuple(args), env={"HOSTILE": value})  # fmt: skip
     run = tmp_path / f"run{abs(hash((tuple(args), value)))}"
-    run.mkdir()
+    run.mkdir(exist_ok=True)  # hypothesis replays a failing example in the same folder
     (run / "job.sh").write_text(spec.render())
     subprocess.run(["bash", "-n", "job.sh"], cwd=run, check=True)
     env = {**os.environ, "HPCPROF_RUN_DIR": str(run)}
@@ -201,7 +214,9 @@ def test_hostile_strings_reach_the_program_unchanged(args, value, tmp_path, mpie
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [repr(list(args)), repr(value)]
-    assert sorted(p.name for p in run.iterdir()) == ["job.sh", "tables", "timings", "traces"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "job.sh", "job_end.json", "tables", "timings", "traces",
+    ]  # fmt: skip
 
 
 @given(name=HOSTILE.filter(lambda s: s != "" and not s.isalnum()))

@@ -17,7 +17,15 @@ from hpcprof_kit.systems import load_system
 
 
 def catalog_specs() -> dict[str, JobSpec]:
-    """``<system>/<variant>.sh`` -> the spec it is rendered from."""
+    """``<system>/<variant>.sh`` -> the spec it is rendered from (no workshop file applies:
+    the ready scripts are the same for everyone)."""
+    from hpcprof_kit.workshop import ignored
+
+    with ignored():
+        return _catalog_specs()
+
+
+def _catalog_specs() -> dict[str, JobSpec]:
     specs: dict[str, JobSpec] = {}
     tracers_ready = _optional("hpcprof_kit.tracers", "wrapper_script") is not None
     for system in JOBS_SYSTEMS:
@@ -26,6 +34,8 @@ def catalog_specs() -> dict[str, JobSpec]:
             system=system,
             account=PLACEHOLDER_ACCOUNT if record.account_required else None,
             ranks_per_node=record.devices_per_node or 2,
+            # Ready scripts name the environment the site recipe builds, not this machine's.
+            venv=None if record.scheduler == "none" else str(record.extra.get("default_venv", "")),
         )
         variants = dict(VARIANTS)
         if tracers_ready:  # tracer variants appear once hpcprof_kit.tracers exists

@@ -38,6 +38,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "train": {"example": "train"},
     "train-profile": {"example": "train", "profile": True},
     "seqpar": {"example": "seqpar"},
+    "affinity": {"example": "affinity"},
 }
 
 # The systems that get a folder in jobs/, and the placeholder account their scripts carry.

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import html
 import importlib
+import re
 import shlex
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs.environment import activation_lines, resolve_venv
 from hpcprof_kit.jobs.examples import EXAMPLES
 from hpcprof_kit.systems import System
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
     from hpcprof_kit.jobs.spec import JobSpec
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where each scheduler starts the job, used when the kit did not set HPCPROF_RUN_DIR.
 _WORKDIR_DEFAULT = {
     "pbs": "${PBS_O_WORKDIR:-$PWD}",
@@ -110,9 +113,54 @@ def tracer_wrapper(spec: JobSpec, sysrec: System) -> str:
             f"tracer {spec.tracer!r} needs hpcprof_kit.tracers, which is not installed here; "
             "leave tracer=None or install the full kit"
         )
-    text = wrapper_script(spec.tracer, sysrec.name, spec.profrank, spec.rankcutoff)
+    text = wrapper_script(
+        spec.tracer,
+        sysrec.name,
+        spec.profrank,
+        spec.rankcutoff,
+        world_size=spec.total_ranks,
+        ranks_per_node=spec.ranks_per_node,
+    )
     _check_heredoc(text, "HPCPROF_TRACER_EOF")
     return text.rstrip("\n")
+
+
+def prepend_lines(sysrec: System) -> list[str]:
+    """``export VAR=dirs${VAR:+:$VAR}`` for the record's ``[environment.prepend]`` paths."""
+    lines = []
+    for key, folders in sysrec.extra.get("prepend", {}).items():
+        if not _ENV_NAME.match(key) or not isinstance(folders, list):
+            raise SpecError(
+                f"environment.prepend {key!r} of {sysrec.source} must map a variable name to "
+                'a list of folders, e.g. LD_LIBRARY_PATH = ["/soft/lib"]'
+            )
+        joined = shlex.quote(":".join(str(f) for f in folders))
+        lines.append(f"export {key}={joined}${{{key}:+:${key}}}")
+    return lines
+
+
+def tracer_module_lines(spec: JobSpec, sysrec: System) -> list[str]:
+    """Load the tracer's site module, then check the tool is on PATH before any rank starts."""
+    if spec.tracer is None:
+        return []
+    from hpcprof_kit.systems.modules import module_for
+
+    tool, module = spec.tracer, module_for(sysrec, spec.tracer)
+    if module is None:
+        where = "is not on PATH; load the module that provides it in JobSpec(setup=[...])"
+        return [
+            f'command -v {tool} >/dev/null || {{ echo "hpcprof-kit: {tool} {where}" >&2; exit 1; }}'
+        ]
+    fix = (
+        f"{tool} is not on PATH after 'module load {module.name}'; see 'module avail "
+        f"{module.family}' (the module may have moved) and update modules in {sysrec.source}"
+    )
+    lines = [f"module use {shlex.quote(module.use)}"] if module.use else []
+    return [
+        *lines,
+        f"module load {shlex.quote(module.name)}",
+        f'command -v {tool} >/dev/null || {{ echo "hpcprof-kit: {fix}" >&2; exit 1; }}',
+    ]
 
 
 def _looks_expanded(word: str) -> bool:
@@ -134,7 +182,8 @@ def template_values(spec: JobSpec) -> dict[str, object]:
             f"launcher {sysrec.launcher!r} of {sysrec.name} ({sysrec.source}) is unknown; "
             f"use one of {sorted(LAUNCHERS)}"
         )
-    launch = launcher(spec, [shlex.quote(a) for a in plan_args])
+    site_args = [str(a) for a in sysrec.extra.get("launcher_args", [])]
+    launch = launcher(spec, [shlex.quote(a) for a in (*site_args, *plan_args)])
     command = list(spec.full_command())
     wrapper = tracer_wrapper(spec, sysrec)
     quoted_command = _quote_all(command)
@@ -146,7 +195,6 @@ def template_values(spec: JobSpec) -> dict[str, object]:
     exports = {**sysrec.env_vars, **plan_env, **dict(sorted(spec.env.items()))}
     queue = spec.queue if spec.queue is not None else sysrec.default_queue
     what = EXAMPLES[spec.example].about if spec.command is None else "a custom command"
-    last = spec.rankcutoff if spec.rankcutoff is not None else spec.profrank
     return {
         "title": f"{spec.example} on {sysrec.name}: {what}",
         "system": shlex.quote(sysrec.name),
@@ -165,10 +213,18 @@ def template_values(spec: JobSpec) -> dict[str, object]:
         "keep": sysrec.extra.get("pbs_keep", ""),
         "workdir_default": _WORKDIR_DEFAULT.get(sysrec.scheduler, "$PWD"),
         "setup": list(spec.setup if spec.setup is not None else sysrec.setup_lines),
+        "tracer_modules": tracer_module_lines(spec, sysrec),
+        "prepend": prepend_lines(sysrec),
+        "activate": activation_lines(resolve_venv(spec, sysrec), sysrec.name),
         "exports": [(k, shlex.quote(str(v)), _looks_expanded(str(v))) for k, v in exports.items()],
         "literal_command": any(_looks_expanded(w) for w in command),
         "tracer": spec.tracer,
-        "traced_ranks": f"{spec.profrank}-{last}" if last != spec.profrank else str(last),
+        # The exact ranks the wrapper's rule selects (tracers.traced_ranks), named in the script.
+        "traced_ranks": _optional("hpcprof_kit.tracers", "describe_traced_ranks")(
+            spec.total_ranks, spec.ranks_per_node, spec.profrank, spec.rankcutoff
+        )
+        if wrapper
+        else "",
         "tracer_script": wrapper,
         "bind_script": bind_wrapper,
         "launch": " ".join(launch),

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs.examples import EXAMPLES
+from hpcprof_kit.jobs.queues import QueueLimits, resolve_queue
 from hpcprof_kit.systems import System, load_system
+from hpcprof_kit.tracers import check_rank_selection
 
 if TYPE_CHECKING:
     from hpcprof_kit.jobs.render import ScriptPreview
@@ -69,6 +71,9 @@ class JobSpec:
     profrank: int = 0
     rankcutoff: int | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # The Python environment (venv) the job activates after the site modules; None -> the one
+    # this kit runs from (see hpcprof_kit.jobs.environment), '' -> none.
+    venv: str | None = None
 
     def __post_init__(self) -> None:
         # Lists from JSON or from a notebook become tuples, so the spec stays a value.
@@ -81,6 +86,20 @@ class JobSpec:
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, key, tuple(value))
         object.__setattr__(self, "env", dict(self.env or {}))
+        self._apply_workshop()
+
+    def _apply_workshop(self) -> None:
+        """Fields left out take the workshop file's values for its system (hpcprof_kit.workshop):
+        project, reservation queue, filesystems, venv; its proxy joins env (yours wins)."""
+        from hpcprof_kit.workshop import current
+
+        ws = current()
+        for key, value in ws.spec_defaults(self.system).items():
+            if key == "env":
+                object.__setattr__(self, "env", {**value, **self.env})
+            elif getattr(self, key) is None:
+                object.__setattr__(self, key, value)
+        ws.register_queue()
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -121,29 +140,26 @@ class JobSpec:
                 f"name {self.job_name!r} is not safe for the scheduler and the shell: use 1-64 "
                 "letters, digits, '.', '_' or '-', starting with a letter"
             )
-        if self.queue and set(sysrec.queues) == {""}:
-            # A generic record (one unnamed queue): any site partition, with those limits.
-            queue = replace(sysrec.queue(""), name=self.queue)
-        else:
-            queue = sysrec.queue(self.queue)
-        self._check_ints(queue.min_nodes, queue.max_nodes, queue.name, where)
-        secs, limit = walltime_seconds(self.walltime), walltime_seconds(queue.max_walltime)
-        if secs == 0:
-            raise SpecError("walltime 00:00:00 is zero; ask for at least one second")
-        if secs > limit:
-            qname = f"queue {queue.name}'s" if queue.name else "the default queue's"
-            raise SpecError(
-                f"walltime {self.walltime} exceeds {qname} {queue.max_walltime} on "
-                f"{sysrec.name} ({sysrec.source}); ask for at most {queue.max_walltime} "
-                "or pick a queue with a longer limit"
-            )
-        for key in ("queue", "account"):
+        for key in ("queue", "account"):  # before the queue name reaches a scheduler command
             value = getattr(self, key)
             if value and not _WORD.match(value):
                 raise SpecError(
                     f"{key} {value!r} has characters a scheduler will not accept; "
                     "use letters, digits, '.', '_' or '-'"
                 )
+        # Listed, registered, reported by the scheduler, or a reservation (see jobs.queues).
+        queue = resolve_queue(sysrec, self.queue)
+        self._check_ints(sysrec, queue, where)
+        secs = walltime_seconds(self.walltime)
+        if secs == 0:
+            raise SpecError("walltime 00:00:00 is zero; ask for at least one second")
+        if queue.max_walltime is not None and secs > walltime_seconds(queue.max_walltime):
+            qname = f"queue {queue.name}'s" if queue.name else "the default queue's"
+            raise SpecError(
+                f"walltime {self.walltime} exceeds {qname} {queue.max_walltime} on "
+                f"{sysrec.name} ({queue.source}); ask for at most {queue.max_walltime} "
+                "or pick a queue with a longer limit"
+            )
         if sysrec.account_required and not self.account:
             raise SpecError(
                 f"account is required {where}: pass account='<your project>' "
@@ -162,18 +178,33 @@ class JobSpec:
                 )
             if not isinstance(value, str) or "\x00" in value:
                 raise SpecError(f"env {key}={value!r} must be a string without NUL bytes")
+        if self.venv is not None and (
+            not isinstance(self.venv, str) or any(c in self.venv for c in '\n\x00"`')
+        ):
+            raise SpecError(
+                f"venv {self.venv!r} must be a folder path on one line, without quotes or "
+                "backquotes (e.g. '$HOME/venvs/hpcprof-kit-aurora-frameworks-2025.3.1')"
+            )
         for line in self.setup or ():
             if "\n" in line or "\x00" in line:
                 raise SpecError(f"setup line {line!r} must be one line of shell")
         return self
 
-    def _check_ints(self, lo: int, hi: int, qname: str, where: str) -> None:
-        sysrec = self.system_record()
-        if not isinstance(self.nodes, int) or not lo <= self.nodes <= hi:
-            label = f"queue {qname}" if qname else "the default queue"
+    def _check_ints(self, sysrec: System, queue: QueueLimits, where: str) -> None:
+        lo, hi = queue.min_nodes, queue.max_nodes
+        label = f"queue {queue.name}" if queue.name else "the default queue"
+        qwhere = f"on {sysrec.name} ({queue.source})"
+        if not isinstance(self.nodes, int) or isinstance(self.nodes, bool):
+            raise SpecError(f"nodes {self.nodes!r} is not a whole number; pass an int, e.g. 1")
+        if hi is not None and not lo <= self.nodes <= hi:
             raise SpecError(
-                f"nodes {self.nodes} is outside {label}'s range {lo}-{hi} {where}; "
+                f"nodes {self.nodes} is outside {label}'s range {lo}-{hi} {qwhere}; "
                 f"ask for {lo}-{hi} nodes or pick another queue"
+            )
+        if self.nodes < lo:
+            raise SpecError(
+                f"nodes {self.nodes} is below {label}'s minimum {lo} {qwhere}; "
+                f"ask for at least {lo} node(s)"
             )
         topo = sysrec.topology
         if topo.gpus:
@@ -195,17 +226,8 @@ class JobSpec:
                 f"tracer {self.tracer!r} is not available {where} (its vendor tracers: {known}); "
                 "pick one of them or leave tracer=None"
             )
-        total = self.total_ranks
-        if not isinstance(self.profrank, int) or not 0 <= self.profrank < total:
-            raise SpecError(
-                f"profrank {self.profrank} is outside 0-{total - 1} (the job's {total} ranks); "
-                "pick a rank that exists"
-            )
-        if self.rankcutoff is not None and not self.profrank <= self.rankcutoff < total:
-            raise SpecError(
-                f"rankcutoff {self.rankcutoff} is outside {self.profrank}-{total - 1} "
-                "(profrank to the last rank); traced ranks are profrank..rankcutoff"
-            )
+        # The wrapper's rule (tracers.py): local rank == profrank and rank < rankcutoff.
+        check_rank_selection(self.profrank, self.rankcutoff, self.ranks_per_node, self.total_ranks)
 
     # ---- rendering and display ------------------------------------------------------------
     def render(self) -> str:

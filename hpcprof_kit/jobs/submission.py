@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from hpcprof_kit.jobs.backends import choose_backend, get_backend
+from hpcprof_kit.jobs.environment import resolve_venv
 from hpcprof_kit.jobs.handle import Job
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 from hpcprof_kit.jobs.spec import JobSpec, walltime_seconds
@@ -22,9 +23,11 @@ def submit(
     runs_root: str | os.PathLike[str] | None = None,
 ) -> Job:
     """Submit ``spec``; the run directory keeps the exact script, the spec and a manifest."""
+    # The environment the job activates is recorded in spec.json as in the script.
+    spec = spec.with_(venv=resolve_venv(spec))
     script = spec.render()  # validates first: a bad spec never makes a run directory
     system = spec.system_record()
-    name = choose_backend(system, backend)
+    name = choose_backend(system, backend, nodes=spec.nodes)
     chosen = get_backend(name)
     run = RunDir.create(spec, runs_root)
     run.write_new("job.sh", script)

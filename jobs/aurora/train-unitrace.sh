@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/bash -l
 #PBS -N hpcprof-train-unitrace
 #PBS -A YOUR_PROJECT
 #PBS -q debug
@@ -16,9 +16,30 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${PBS_O_WORKDIR:-$PWD}}"
 export HPCPROF_SYSTEM=aurora
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
+# The job records its own end (exit code and time) in the run directory, whatever started it.
+hpcprof_job_end() {
+    local rc=$?
+    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
+        mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
 
 # Site environment
-module load frameworks
+module load frameworks/2025.3.1
+
+# Vendor tracer (unitrace): its site module, checked before any rank starts
+module load pti-gpu
+command -v unitrace >/dev/null || { echo "hpcprof-kit: unitrace is not on PATH after 'module load pti-gpu'; see 'module avail pti-gpu' (the module may have moved) and update modules in aurora.toml" >&2; exit 1; }
+
+# The Python environment this job was rendered from (the kit and its packages): a batch job
+# starts from a clean login environment, so it is named here and activated after the modules.
+HPCPROF_VENV="$HOME"/venvs/hpcprof-kit-aurora-frameworks-2025.3.1
+if [[ ! -f "$HPCPROF_VENV/bin/activate" ]]; then
+    echo "hpcprof-kit: no Python environment at $HPCPROF_VENV (bin/activate is missing); build it on a login node with env/aurora/setup.sh, or name yours with JobSpec(venv=...)" >&2
+    exit 1
+fi
+# shellcheck disable=SC1091  # the environment exists only on the site
+source "$HPCPROF_VENV/bin/activate"
 
 # Environment for every rank
 export FI_MR_CACHE_MONITOR=userfaultfd
@@ -29,13 +50,14 @@ export TMPDIR=/tmp
 export ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export CCL_WORKER_AFFINITY=42,43,44,45,46,47,94,95,96,97,98,99
 
-# Vendor tracer wrapper (unitrace): traces rank(s) 0, runs the others plainly.
+# Vendor tracer wrapper (unitrace): traces local rank 0 of every node (rank 0); runs the others plainly.
 cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
 #!/usr/bin/env bash
 # hpcprof-kit tracer wrapper: unitrace on aurora
 # Intel unitrace (pti-gpu): host, Level Zero, SYCL, oneCCL, oneDNN and ITT timelines.
 # Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF
 # (empty: no cutoff); every other rank runs the command plainly.
+# This job (12 ranks, 12 per node) traces local rank 0 of every node (rank 0).
 # Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)
 set -euo pipefail
 if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi
@@ -58,9 +80,9 @@ mkdir -p "$out"
 export HPCPROF_EMIT_ITT=1
 report="$out/${run}_rank${rank}"
 echo "hpcprof-kit: unitrace traces rank $rank (local rank $local_rank) into $out" >&2
-exec unitrace --chrome-mpi-logging --chrome-sycl-logging --chrome-device-logging --chrome-ccl-logging --chrome-call-logging --chrome-dnn-logging --device-timing --host-timing --ccl-summary-report --output-dir-path "$out" --output "${report}.txt" "$@"
+exec unitrace --chrome-mpi-logging --chrome-sycl-logging --chrome-device-logging --chrome-ccl-logging --chrome-call-logging --chrome-dnn-logging --chrome-itt-logging --device-timing --host-timing --ccl-summary-report --output-dir-path "$out" --output "${report}.txt" "$@"
 HPCPROF_TRACER_EOF
 
 # 1 node(s) x 12 rank(s) per node = 12 rank(s)
-mpiexec -n 12 -ppn 12 --cpu-bind list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79 -l --line-buffer --hostfile "$PBS_NODEFILE" \
+mpiexec -n 12 -ppn 12 --pmi=pmix --cpu-bind list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79 -l --line-buffer --hostfile "$PBS_NODEFILE" \
     bash "$HPCPROF_RUN_DIR/tracer.sh" python3 -m hpcprof_kit.apps.train

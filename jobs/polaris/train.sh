@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/bash -l
 #PBS -N hpcprof-train
 #PBS -A YOUR_PROJECT
 #PBS -q debug
@@ -16,13 +16,31 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${PBS_O_WORKDIR:-$PWD}}"
 export HPCPROF_SYSTEM=polaris
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
+# The job records its own end (exit code and time) in the run directory, whatever started it.
+hpcprof_job_end() {
+    local rc=$?
+    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
+        mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
 
 # Site environment
 module use /soft/modulefiles
-module load conda
+module load conda/2025-09-25
 conda activate
 
+# The Python environment this job was rendered from (the kit and its packages): a batch job
+# starts from a clean login environment, so it is named here and activated after the modules.
+HPCPROF_VENV="$HOME"/venvs/hpcprof-kit-polaris-conda-2025-09-25
+if [[ ! -f "$HPCPROF_VENV/bin/activate" ]]; then
+    echo "hpcprof-kit: no Python environment at $HPCPROF_VENV (bin/activate is missing); build it on a login node with env/polaris/setup.sh, or name yours with JobSpec(venv=...)" >&2
+    exit 1
+fi
+# shellcheck disable=SC1091  # the environment exists only on the site
+source "$HPCPROF_VENV/bin/activate"
+
 # Environment for every rank
+export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:/soft/libraries/hwloc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NCCL_NET_GDR_LEVEL=PHB
 export NCCL_CROSS_NIC=1
 export NCCL_COLLNET_ENABLE=1

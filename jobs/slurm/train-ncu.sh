@@ -14,14 +14,25 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"
 export HPCPROF_SYSTEM=slurm
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
+# The job records its own end (exit code and time) in the run directory, whatever started it.
+hpcprof_job_end() {
+    local rc=$?
+    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
+        mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
 
-# Vendor tracer wrapper (ncu): traces rank(s) 0, runs the others plainly.
+# Vendor tracer (ncu): its site module, checked before any rank starts
+command -v ncu >/dev/null || { echo "hpcprof-kit: ncu is not on PATH; load the module that provides it in JobSpec(setup=[...])" >&2; exit 1; }
+
+# Vendor tracer wrapper (ncu): traces local rank 0 of every node (rank 0); runs the others plainly.
 cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
 #!/usr/bin/env bash
 # hpcprof-kit tracer wrapper: ncu on slurm
 # NVIDIA Nsight Compute: kernel metrics (set NCU_SET, and NCU_KERNEL to pick a kernel).
 # Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF
 # (empty: no cutoff); every other rank runs the command plainly.
+# This job (2 ranks, 2 per node) traces local rank 0 of every node (rank 0).
 # Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)
 set -euo pipefail
 if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi

@@ -14,6 +14,13 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"
 export HPCPROF_SYSTEM=slurm
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
+# The job records its own end (exit code and time) in the run directory, whatever started it.
+hpcprof_job_end() {
+    local rc=$?
+    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
+        mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
 
 # 1 node(s) x 2 rank(s) per node = 2 rank(s)
 srun -N 1 --ntasks-per-node 2 --mpi=pmi2 \

@@ -20,6 +20,15 @@ PBS_STATES = {
 }  # fmt: skip
 WALLTIME_EXIT = -29  # PBS Pro's JOB_EXEC_KILL_WALLTIME
 _LINE = re.compile(r"^\s*([\w.]+) = (.*)$", re.MULTILINE)
+NO_EXIT_STATUS = "the PBS server reported no exit status"
+
+
+def job_end_exit_code(run_dir: Path) -> int | None:
+    """The exit code the job script recorded itself (``job_end.json``), if it did."""
+    try:
+        return int(json.loads((run_dir / "job_end.json").read_text())["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _quiet(args: list[str]) -> subprocess.CompletedProcess[str] | None:
@@ -57,7 +66,7 @@ def state_from_attributes(attrs: dict[str, str], cancelled: bool) -> Status:
         return Status("TIMEOUT", code, hosts, "the walltime ran out")
     if code is None:
         # Torque-style wrappers report the end but not the exit status.
-        return Status("COMPLETED", None, hosts, "the PBS server reported no exit status")
+        return Status("COMPLETED", None, hosts, NO_EXIT_STATUS)
     return Status("COMPLETED" if code == 0 else "FAILED", code, hosts)
 
 
@@ -81,7 +90,13 @@ class PbsBackend:
             if cancelled:
                 return Status("CANCELLED", None, (), "cancelled; the server has forgotten the job")
             return Status("FAILED", None, (), f"qstat no longer knows job {job_id}")
-        return state_from_attributes(attrs, cancelled)
+        status = state_from_attributes(attrs, cancelled)
+        if status.note == NO_EXIT_STATUS:  # the script's own record answers instead
+            recorded = job_end_exit_code(run_dir)
+            if recorded is not None:
+                state = "COMPLETED" if recorded == 0 else "FAILED"
+                return Status(state, recorded, status.hosts, "exit code from job_end.json")
+        return status
 
     def cancel(self, run_dir: Path, job_id: str) -> None:
         (run_dir / CANCEL_MARK).touch()

@@ -1,0 +1,66 @@
+"""Which Python environment a job activates, and the script lines that do it.
+
+A PBS Pro batch job starts from a clean login environment: nothing of the submitting shell
+(its venv, its PATH) reaches it. So the script names the environment it was rendered from and
+activates it after the site's modules. ``JobSpec.venv`` chooses it; when it is None the kit
+takes the environment it runs from (a venv), else the system record's ``default_venv``.
+
+>>> from hpcprof_kit.jobs import JobSpec
+>>> resolve_venv(JobSpec(system="aurora", account="P", venv="/opt/v"))
+'/opt/v'
+>>> resolve_venv(JobSpec(system="local"))
+''
+>>> shell_path("$HOME/venvs/kit")
+'"$HOME"/venvs/kit'
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcprof_kit.jobs.spec import JobSpec
+    from hpcprof_kit.systems import System
+
+
+def running_venv() -> str:
+    """The venv this Python runs from ('' when it is no venv)."""
+    return sys.prefix if sys.prefix != sys.base_prefix else ""
+
+
+def resolve_venv(spec: JobSpec, sysrec: System | None = None) -> str:
+    """The environment ``spec``'s job activates ('' = none: the local backend puts this
+    interpreter first on PATH itself)."""
+    if spec.venv is not None:
+        return spec.venv
+    sysrec = sysrec or spec.system_record()
+    if sysrec.scheduler == "none":
+        return ""
+    return running_venv() or str(sysrec.extra.get("default_venv", ""))
+
+
+def shell_path(path: str) -> str:
+    """``path`` quoted for bash, with a leading ``$HOME/`` or ``~/`` left to the job to expand."""
+    for prefix in ("$HOME/", "${HOME}/", "~/"):
+        if path.startswith(prefix):
+            return '"$HOME"/' + shlex.quote(path[len(prefix) :])
+    return shlex.quote(path)
+
+
+def activation_lines(venv: str, system: str) -> list[str]:
+    """The script lines that check and activate ``venv`` ([] when it is '')."""
+    if not venv:
+        return []
+    return [
+        f"HPCPROF_VENV={shell_path(venv)}",
+        'if [[ ! -f "$HPCPROF_VENV/bin/activate" ]]; then',
+        '    echo "hpcprof-kit: no Python environment at $HPCPROF_VENV (bin/activate is missing);'
+        f" build it on a login node with env/{system}/setup.sh, or name yours with"
+        ' JobSpec(venv=...)" >&2',
+        "    exit 1",
+        "fi",
+        "# shellcheck disable=SC1091  # the environment exists only on the site",
+        'source "$HPCPROF_VENV/bin/activate"',
+    ]

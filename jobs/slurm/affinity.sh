@@ -1,0 +1,27 @@
+#!/bin/bash
+#SBATCH -J hpcprof-affinity
+#SBATCH -N 1
+#SBATCH --ntasks-per-node=2
+#SBATCH -t 00:10:00
+#SBATCH -o stdout
+#SBATCH -e stderr
+# affinity on slurm: which CPUs and device each rank got
+# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+set -eo pipefail
+
+# The run directory holds this script, its outputs, traces/, tables/ and timings/.
+export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"
+export HPCPROF_SYSTEM=slurm
+cd "$HPCPROF_RUN_DIR"
+mkdir -p traces tables timings
+# The job records its own end (exit code and time) in the run directory, whatever started it.
+hpcprof_job_end() {
+    local rc=$?
+    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
+        mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
+
+# 1 node(s) x 2 rank(s) per node = 2 rank(s)
+srun -N 1 --ntasks-per-node 2 --mpi=pmi2 \
+    python3 -m hpcprof_kit.apps.affinity_report
