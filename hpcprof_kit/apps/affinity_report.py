@@ -56,6 +56,26 @@ def device_of(local_rank: int, probe_torch: bool = False) -> str:
     return str(local_rank % count) if count else "cpu"
 
 
+def _site_fields() -> dict[str, str]:
+    """Under the site rehearsal, the binding the site node would give (its PALS stand-in
+    exports it; this machine's own CPUs say nothing about a 208-CPU node)."""
+    site = os.environ.get("HPCPROF_SITE_CPUS")
+    system = os.environ.get("HPCPROF_SYSTEM")
+    if not site or not system:
+        return {}
+    from hpcprof_kit.affinity.cpulist import parse_cpus
+    from hpcprof_kit.systems import load_system
+
+    topo = load_system(system).topology
+    numa = {topo.numa_of_core(c) for c in parse_cpus(site)} - {None}
+    return {
+        "host": os.environ.get("HPCPROF_SITE_HOST", socket.gethostname()),
+        "cpus": site,
+        "online": os.environ.get("HPCPROF_SITE_ONLINE", site),
+        "numa": format_cpus(sorted(numa)) if numa else "0",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="print the CPUs and device each rank got")
     parser.add_argument("--torch", action="store_true", help="ask torch for the device")
@@ -74,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "numa": format_cpus(numa_nodes_of(cpus)),
         "device": device_of(info.local_rank, args.torch),
     }
+    fields.update(_site_fields())
     # One write of a short line is atomic on a pipe, so ranks never glue their lines together.
     os.write(sys.stdout.fileno(), (report_line(fields) + "\n").encode())
     return 0

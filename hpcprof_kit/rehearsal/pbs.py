@@ -1,0 +1,406 @@
+"""A stand-in for a PBS Pro server with ALCF's submit rules: ``qsub``, ``qstat``, ``qdel``,
+``pbs_rstat``, and the start of a batch job as PBS Pro starts it.
+
+``qsub`` reads the ``#PBS`` directives (until the first command line, as PBS does), refuses what
+ALCF's PBS refuses with PBS's own messages (no ``-A``, no ``filesystems``, an unknown queue, a
+walltime or node count outside the queue's limits, a bad ``select``, a second job where the queue
+allows one per user), then starts the job detached. The job starts as PBS Pro starts it: the
+user's login shell (argv[0] ``-bash``) in ``$HOME``, reading the path of the spooled script on
+its stdin (so the script's ``#!`` line counts), with only the variables PBS sets (``PBS_O_*``,
+``PBS_JOBID``, ``PBS_NODEFILE``, ``PBS_ENVIRONMENT=PBS_BATCH``, ``HOME``, a default ``PATH``).
+
+>>> req = parse_directives("#!/bin/bash -l\\n#PBS -A P\\n#PBS -l select=2:system=polaris\\necho")
+>>> req.account, req.nodes, req.select_resources
+('P', 2, {'system': 'polaris'})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcprof_kit.rehearsal.twin import DEFAULT_PATH, Twin
+from hpcprof_kit.systems import System, load_system
+
+TAG = "[site twin]"
+WALLTIME_EXIT = -29  # PBS Pro's JOB_EXEC_KILL_WALLTIME
+_SELECT = re.compile(r"^(\d+)((?::[A-Za-z_]+=[A-Za-z0-9_.-]+)*)$")
+_WALLTIME = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")
+
+
+class Refused(Exception):
+    """qsub refuses the job (the message is PBS's own line)."""
+
+
+@dataclass
+class JobRequest:
+    """What ``qsub`` was asked for: directives, then the command line on top."""
+
+    name: str = ""
+    account: str = ""
+    queue: str = ""
+    select: str = ""
+    nodes: int = 0
+    select_resources: dict[str, str] = field(default_factory=dict)
+    place: str = ""
+    walltime: str = ""
+    filesystems: str = ""
+    keep: str = ""
+    out: str = ""
+    err: str = ""
+    forward_all: bool = False
+    forward: str = ""
+
+    def apply(self, option: str, value: str) -> None:
+        if option == "-l":
+            for item in value.split(","):
+                key, _, val = item.partition("=")
+                self._resource(key.strip(), val.strip())
+        elif option in _SIMPLE:
+            setattr(self, _SIMPLE[option], value)
+        elif option == "-V":
+            self.forward_all = True
+
+    def _resource(self, key: str, value: str) -> None:
+        if key == "select":
+            self.select = value
+            m = _SELECT.match(value)
+            if not m or int(m.group(1)) < 1:
+                raise Refused("qsub: Illegal attribute or resource value Resource_List.select")
+            self.nodes = int(m.group(1))
+            pairs = [p for p in m.group(2).split(":") if p]
+            self.select_resources = dict(p.split("=", 1) for p in pairs)
+        elif key in ("walltime", "place", "filesystems"):
+            setattr(self, key, value)
+        else:
+            raise Refused(f"qsub: Unknown resource Resource_List.{key}")
+
+
+_SIMPLE = {"-N": "name", "-A": "account", "-q": "queue", "-k": "keep", "-o": "out", "-e": "err",
+           "-v": "forward"}  # fmt: skip
+_TAKES_VALUE = {"-N", "-A", "-q", "-k", "-o", "-e", "-v", "-l", "-j", "-W", "-S", "-m", "-M"}
+
+
+def _parse_options(words: list[str], req: JobRequest) -> list[str]:
+    """Apply qsub options to ``req``; returns the words left (the script path)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("-") or word == "-":
+            break
+        if word == "-I":
+            raise Refused(f"qsub: {TAG} interactive jobs are modelled by 'rehearse --interactive'")
+        if word in _TAKES_VALUE:
+            if i + 1 >= len(words):
+                raise Refused(f"qsub: option requires an argument -- '{word[1:]}'")
+            req.apply(word, words[i + 1])
+            i += 2
+        elif word == "-V":
+            req.apply(word, "")
+            i += 1
+        else:
+            raise Refused(f"qsub: invalid option -- '{word.lstrip('-')}'")
+    return words[i:]
+
+
+def parse_directives(text: str, req: JobRequest | None = None) -> JobRequest:
+    """The ``#PBS`` lines before the first command of the script (a ``#!`` line is skipped)."""
+    req = req or JobRequest()
+    for n, line in enumerate(text.splitlines()):
+        stripped = line.strip()
+        if n == 0 and stripped.startswith("#!"):
+            continue
+        if stripped.startswith("#PBS"):
+            _parse_options(shlex.split(stripped[4:], comments=False), req)
+        elif stripped and not stripped.startswith("#"):
+            break  # PBS reads no directive after the first command
+    return req
+
+
+def _seconds(text: str) -> int:
+    m = _WALLTIME.match(text)
+    if not m:
+        raise Refused("qsub: Illegal attribute or resource value Resource_List.walltime")
+    h, mi, s = (int(g or 0) for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def queue_limits(twin: Twin, record: System, queue: str) -> dict:
+    """Nodes, walltime and per-user job limits of ``queue`` (a reservation's from the twin)."""
+    if queue in twin.config["reservations"]:
+        r = twin.config["reservations"][queue]
+        return {"min_nodes": 1, "max_nodes": int(r.get("nodes", 1)),
+                "max_walltime": r.get("walltime", "01:00:00"), "per_user": 0, "kind": "resv"}  # fmt: skip
+    if queue not in record.queues:
+        raise Refused("qsub: Unknown queue")
+    q = record.queues[queue]
+    per_user = record.extra.get("queue_rules", {}).get(queue, {}).get("max_jobs_per_user", 0)
+    return {"min_nodes": q.min_nodes, "max_nodes": q.max_nodes, "max_walltime": q.max_walltime,
+            "per_user": int(per_user), "kind": "exec"}  # fmt: skip
+
+
+def check_request(twin: Twin, record: System, req: JobRequest) -> None:
+    """Refused with PBS's (and ALCF's submit filter's) message where the site would refuse."""
+    if record.account_required and not req.account:
+        raise Refused("qsub: Account_Name is required to be set.")
+    if record.default_filesystems and not req.filesystems:
+        raise Refused("qsub: Resource: filesystems is required to be set.")
+    if not req.walltime:
+        raise Refused(f"qsub: Resource: walltime is required to be set. {TAG}")
+    queue = req.queue or record.default_queue
+    limits = queue_limits(twin, record, queue)
+    nodes = req.nodes or 1
+    secs, most = _seconds(req.walltime), _seconds(limits["max_walltime"])
+    shortest = _seconds(str(record.extra.get("queue_rules", {}).get("min_walltime", "0:0:0")))
+    too_short = limits["kind"] == "exec" and secs < shortest
+    if not limits["min_nodes"] <= nodes <= limits["max_nodes"] or secs > most or too_short:
+        raise Refused("qsub: Job violates queue and/or server resource limits")
+    suffix = str(record.extra.get("pbs_select_suffix", ""))
+    for key, value in (p.split("=", 1) for p in suffix.split(":") if "=" in p):
+        if req.select_resources.get(key) != value:
+            raise Refused("qsub: Job violates queue and/or server resource limits")
+    if limits["per_user"] and _jobs_in(twin, queue) >= limits["per_user"]:
+        raise Refused("qsub: would exceed queue generic's per-user limit")
+
+
+# ---- the twin's job table ------------------------------------------------------------------
+def _jobs_dir(twin: Twin) -> Path:
+    return twin.root / "pbs" / "jobs"
+
+
+def _job_path(twin: Twin, job_id: str) -> Path:
+    return _jobs_dir(twin) / f"{job_id.split('.')[0]}.json"
+
+
+def read_job(twin: Twin, job_id: str) -> dict | None:
+    path = _job_path(twin, job_id)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_job(twin: Twin, job: dict) -> None:
+    path = _job_path(twin, job["id"])
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(job, indent=1))
+    os.replace(tmp, path)
+
+
+def _jobs_in(twin: Twin, queue: str) -> int:
+    live = [json.loads(p.read_text()) for p in _jobs_dir(twin).glob("*.json")]
+    count = sum(1 for j in live if j["queue"] == queue and j["job_state"] in ("Q", "R"))
+    interactive = twin.config.get("interactive")
+    return count + (1 if interactive and interactive["queue"] == queue else 0)
+
+
+def _next_id(twin: Twin) -> str:
+    seq = 4100 + len(list(_jobs_dir(twin).glob("*.json")))
+    return f"{seq}.{twin.config['system']}-pbs-twin"
+
+
+# ---- the clients ---------------------------------------------------------------------------
+def qsub(twin: Twin, args: list[str]) -> int:
+    record = load_system(twin.config["system"])
+    req = JobRequest()
+    try:
+        rest = _parse_options(args, JobRequest())  # the script path comes after the options
+        if len(rest) != 1:
+            raise Refused("qsub: exactly one job script is expected (stdin scripts not modelled)")
+        script = Path(rest[0]).resolve()
+        parse_directives(script.read_text(), req)
+        _parse_options(args, req)  # the command line wins over the directives
+        check_request(twin, record, req)
+    except Refused as exc:
+        print(str(exc), file=sys.stderr)
+        twin.log("qsub", ok=False, message=str(exc), args=args)
+        return 1
+    except OSError as exc:
+        print(f"qsub: script file cannot be loaded - {exc}", file=sys.stderr)
+        twin.log("qsub", ok=False, message=str(exc), args=args)
+        return 1
+    job_id = _next_id(twin)
+    spool = _jobs_dir(twin) / f"{job_id.split('.')[0]}.SC"
+    spool.write_text(script.read_text())
+    spool.chmod(0o700)
+    workdir = os.getcwd()
+    seq = job_id.split(".")[0]
+    name = req.name or script.name
+    job = {
+        "id": job_id, "name": name, "queue": req.queue or record.default_queue,
+        "job_state": "Q", "account": req.account, "nodes": req.nodes or 1,
+        "walltime": req.walltime, "keep": req.keep, "script": str(spool),
+        "out": req.out or os.path.join(workdir, f"{name}.o{seq}"),
+        "err": req.err or os.path.join(workdir, f"{name}.e{seq}"),
+        "workdir": workdir, "submit_path": os.environ.get("PATH", ""),
+        "forward": dict(os.environ) if req.forward_all else _forwarded(req.forward),
+        "filesystems": req.filesystems,
+    }  # fmt: skip
+    write_job(twin, job)
+    twin.log("qsub", ok=True, job_id=job_id, queue=job["queue"], nodes=job["nodes"],
+             walltime=req.walltime, account=req.account, filesystems=req.filesystems,
+             keep=req.keep)  # fmt: skip
+    subprocess.Popen(
+        twin.standin_argv("pbs-run") + [job_id],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    print(job_id)
+    return 0
+
+
+def _forwarded(spec: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, spec.split(",")):
+        key, eq, value = item.partition("=")
+        if eq:
+            out[key] = value
+        elif key in os.environ:
+            out[key] = os.environ[key]
+    return out
+
+
+def _attributes(job: dict) -> dict:
+    attrs = {"Job_Name": job["name"], "job_state": job["job_state"], "queue": job["queue"],
+             "Account_Name": job["account"], "Resource_List.walltime": job["walltime"]}  # fmt: skip
+    if job.get("exec_host"):
+        attrs["exec_host"] = job["exec_host"]
+    if job.get("Exit_status") is not None:
+        attrs["Exit_status"] = job["Exit_status"]
+    if job.get("comment"):
+        attrs["comment"] = job["comment"]
+    return attrs
+
+
+def qstat(twin: Twin, args: list[str]) -> int:
+    record = load_system(twin.config["system"])
+    if "-Q" in args or "-Qf" in args:
+        names = [a for a in args if not a.startswith("-")] or list(record.queues)
+        for name in names:
+            try:
+                limits = queue_limits(twin, record, name)
+            except Refused:
+                print(f"qstat: Unknown queue {name}", file=sys.stderr)
+                return 170
+            print(f"Queue: {name}\n    queue_type = Execution\n"
+                  f"    resources_max.walltime = {limits['max_walltime']}\n"
+                  f"    resources_min.nodect = {limits['min_nodes']}\n"
+                  f"    resources_max.nodect = {limits['max_nodes']}\n"
+                  "    enabled = True\n    started = True\n")  # fmt: skip
+        return 0
+    ids = [a for a in args if not a.startswith("-") and a not in ("json",)]
+    jobs = []
+    for job_id in ids:
+        job = read_job(twin, job_id)
+        if job is None:
+            print(f"qstat: Unknown Job Id {job_id}", file=sys.stderr)
+            return 153
+        jobs.append(job)
+    if "json" in args:
+        print(json.dumps({"Jobs": {j["id"]: _attributes(j) for j in jobs}}))
+    else:
+        for j in jobs:
+            print(f"Job Id: {j['id']}")
+            for key, value in _attributes(j).items():
+                print(f"    {key} = {value}")
+    return 0
+
+
+def qdel(twin: Twin, args: list[str]) -> int:
+    for job_id in args:
+        job = read_job(twin, job_id)
+        if job is None:
+            print(f"qdel: Unknown Job Id {job_id}", file=sys.stderr)
+            return 153
+        if job.get("runner_pid") and job["job_state"] in ("Q", "R"):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job["runner_pid"], signal.SIGTERM)
+        twin.log("qdel", job_id=job_id)
+    return 0
+
+
+def pbs_rstat(twin: Twin, args: list[str]) -> int:
+    names = [a for a in args if not a.startswith("-")] or list(twin.config["reservations"])
+    for name in names:
+        r = twin.config["reservations"].get(name)
+        if r is None:
+            print(f"pbs_rstat: Unknown reservation ID {name}", file=sys.stderr)
+            return 1
+        secs = _seconds(r.get("walltime", "01:00:00"))
+        print(f"Resv ID: {name}.{twin.config['system']}-pbs-twin\nReserve_Name = {name}\n"
+              f"reserve_state = RESV_RUNNING\nreserve_duration = {secs}\nqueue = {name}\n"
+              f"Resource_List.nodect = {r.get('nodes', 1)}\nResource_List.walltime = "
+              f"{r.get('walltime', '01:00:00')}\n")  # fmt: skip
+    return 0
+
+
+# ---- the job's start -----------------------------------------------------------------------
+def batch_environment(twin: Twin, job: dict, nodefile: Path, tmpdir: Path) -> dict[str, str]:
+    """Only what PBS Pro gives a batch job (plus what ``-V``/``-v`` forwarded)."""
+    user, home = twin.config["user"], str(twin.home)
+    env = dict(job["forward"])
+    env.update({
+        "HOME": home, "LOGNAME": user, "USER": user, "SHELL": "/bin/bash", "PATH": DEFAULT_PATH,
+        "PBS_JOBNAME": job["name"], "PBS_JOBID": job["id"], "PBS_QUEUE": job["queue"],
+        "PBS_NODEFILE": str(nodefile), "PBS_ENVIRONMENT": "PBS_BATCH", "ENVIRONMENT": "BATCH",
+        "PBS_O_HOME": home, "PBS_O_WORKDIR": job["workdir"], "PBS_O_PATH": job["submit_path"],
+        "PBS_O_SHELL": "/bin/bash", "PBS_O_LOGNAME": user, "PBS_O_HOST": "login-twin",
+        "PBS_O_QUEUE": job["queue"], "PBS_O_SYSTEM": "Linux", "TMPDIR": str(tmpdir),
+    })  # fmt: skip
+    if job["account"]:
+        env["PBS_ACCOUNT"] = job["account"]
+    return env
+
+
+def run_job(twin: Twin, args: list[str]) -> int:
+    """The execution side of one job: login shell, walltime, exit status (runs detached)."""
+    job = read_job(twin, args[0])
+    assert job is not None
+    hosts = twin.hosts[: job["nodes"]] or twin.hosts[:1]
+    if len(hosts) < job["nodes"]:  # the twin has as many nodes as the rehearsal asked for
+        hosts = [f"{twin.config['system']}-node{i}" for i in range(job["nodes"])]
+    seq = job["id"].split(".")[0]
+    nodefile = twin.root / "pbs" / f"{seq}.nodes"
+    nodefile.write_text("".join(f"{h}\n" for h in hosts))
+    tmpdir = twin.root / "tmp" / seq
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    job.update(job_state="R", runner_pid=os.getpid(),
+               exec_host="+".join(f"{h}/0" for h in hosts), started=time.time())  # fmt: skip
+    write_job(twin, job)
+    direct = "d" in job["keep"]  # -k doe: written straight to the final paths
+    out_path = Path(job["out"]) if direct else twin.root / "pbs" / f"{seq}.OU"
+    err_path = Path(job["err"]) if direct else twin.root / "pbs" / f"{seq}.ER"
+    env = batch_environment(twin, job, nodefile, tmpdir)
+    twin.log("job_start", job_id=job["id"], env=sorted(env), login_shell=True,
+             shebang=Path(job["script"]).read_text().split("\n", 1)[0])  # fmt: skip
+    with open(out_path, "ab") as out, open(err_path, "ab") as err:
+        shell = subprocess.Popen(
+            ["-bash"], executable="/bin/bash", cwd=twin.home, env=env,
+            stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
+        )  # fmt: skip
+        signal.signal(signal.SIGTERM, lambda *_: os.killpg(shell.pid, signal.SIGTERM))
+        assert shell.stdin is not None
+        shell.stdin.write(f"{job['script']}\n".encode())  # PBS hands the script's path
+        shell.stdin.close()
+        try:
+            code = shell.wait(timeout=_seconds(job["walltime"]))
+        except subprocess.TimeoutExpired:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+            code = WALLTIME_EXIT
+            job["comment"] = "job killed: walltime exceeded limit"
+    if not direct:
+        for spooled, final in ((out_path, job["out"]), (err_path, job["err"])):
+            Path(final).write_bytes(spooled.read_bytes())
+    job.update(job_state="F", Exit_status=code, ended=time.time())
+    write_job(twin, job)
+    twin.log("job_end", job_id=job["id"], exit_code=code)
+    return 0

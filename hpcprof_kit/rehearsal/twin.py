@@ -1,0 +1,256 @@
+"""The site twin: a folder that stands in for a site's login and compute nodes on this machine.
+
+It holds what a batch job on Aurora or Polaris meets at the boundary, built from the system
+record: a scratch ``HOME`` whose login profile defines ``module`` (as Lmod does) and puts the
+default programming environment on PATH; stand-ins for PBS Pro's clients (``qsub``, ``qstat``,
+``qdel``, ``pbs_rstat``) and Cray PALS ``mpiexec``; the site modules of the record, each
+providing its twin (a site Python with torch and mpi4py but without the kit; the tracers'
+stand-ins); and the venv a site recipe would build on top of the site Python, holding the kit.
+Every stand-in appends what it did to ``log.jsonl``, which the rehearsal reads back.
+
+Nothing here touches the real ``$HOME`` or the caller's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import sysconfig
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hpcprof_kit
+from hpcprof_kit.doctor import find_mpiexec
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.systems import System
+from hpcprof_kit.systems.modules import site_modules
+
+CONFIG = "twin.json"
+LOG = "log.jsonl"
+# Stand-in programs on the twin's default PATH (login and compute nodes alike).
+CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "mpiexec")
+# Host names the twin gives its nodes (all of them are this machine), per system.
+NODE_NAMES = {"aurora": "x4102c5s{}b0n0", "polaris": "x3005c0s{}b0n0"}
+DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A built twin: its folder and its configuration (``twin.json``)."""
+
+    root: Path
+    config: dict[str, Any]
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> Twin:
+        root = Path(root)
+        return cls(root, json.loads((root / CONFIG).read_text()))
+
+    # ---- places ------------------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / LOG
+
+    @property
+    def kit_venv(self) -> Path:
+        """The site venv with the kit (where the record's ``default_venv`` points here)."""
+        return Path(self.config["kit_venv"])
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.config["hosts"])
+
+    # ---- the log ---------------------------------------------------------------------------
+    def log(self, event: str, **fields: Any) -> None:
+        """Append one event (a single small write: lines of concurrent ranks never mix)."""
+        line = json.dumps({"event": event, "pid": os.getpid(), **fields}) + "\n"
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def events(self, event: str | None = None) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        rows = [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+        return [r for r in rows if event is None or r["event"] == event]
+
+    # ---- environments ----------------------------------------------------------------------
+    def module_function(self) -> str:
+        """The ``module`` shell function, as Lmod defines it in a login shell."""
+        return (
+            '() {  eval "$('
+            + " ".join(shlex.quote(w) for w in self.standin_argv("modulecmd"))
+            + ' bash "$@")"; }'
+        )
+
+    def tool_folder(self, module: str) -> Path:
+        """Where the programs a module provides lie (its PATH entry once loaded)."""
+        return self.root / "tools" / module.replace("/", "_")
+
+    def standin_argv(self, tool: str) -> list[str]:
+        return [self.config["kit_python"], "-m", "hpcprof_kit.rehearsal.standin",
+                "--twin", str(self.root), tool]  # fmt: skip
+
+    def login_env(self, **extra: str) -> dict[str, str]:
+        """The environment of an attendee's shell on the twin's login node, venv active."""
+        env = {
+            "HOME": str(self.home),
+            "USER": self.config["user"],
+            "LOGNAME": self.config["user"],
+            "SHELL": "/bin/bash",
+            "LANG": "C.UTF-8",
+            "PATH": f"{self.kit_venv / 'bin'}:{self.bin}:{DEFAULT_PATH}",
+            "VIRTUAL_ENV": str(self.kit_venv),
+            "BASH_FUNC_module%%": self.module_function(),
+            "KINETO_LOG_LEVEL": "6",
+            "HPCPROF_SYSTEM": self.config["system"],
+        }
+        env.update(extra)
+        return env
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return "attendee"
+
+
+def _link_site_packages(target: Path, with_kit: bool) -> None:
+    """Fill ``target``'s site-packages with links to this environment's packages (the kit's
+    own entries left out unless ``with_kit``), and its lib/ with the MPI library beside them."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    dst = next((target / "lib").glob("python3*/site-packages"))
+    for entry in purelib.iterdir():
+        if entry.name.startswith(("hpcprof_kit", "__editable__", "__editable___hpcprof")):
+            continue
+        if not (dst / entry.name).exists():
+            (dst / entry.name).symlink_to(entry)
+    if with_kit:
+        (dst / "hpcprof_kit").symlink_to(Path(hpcprof_kit.__file__).resolve().parent)
+    # mpi4py looks for libmpi in <prefix>/lib: the site's MPI library (here the mpich wheel's).
+    for entry in (Path(sys.prefix) / "lib").iterdir():
+        if not entry.name.startswith("python") and not (target / "lib" / entry.name).exists():
+            (target / "lib" / entry.name).symlink_to(entry)
+
+
+def _python_env(path: Path, with_kit: bool) -> Path:
+    venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(path)
+    _link_site_packages(path, with_kit)
+    return path
+
+
+def _kit_venv_path(home: Path, system: System) -> Path:
+    default = str(system.extra.get("default_venv", ""))
+    for prefix in ("$HOME/", "${HOME}/", "~/"):
+        if default.startswith(prefix):
+            return home / default[len(prefix) :]
+    return home / "venvs" / f"hpcprof-kit-{system.name}"
+
+
+def _write_program(path: Path, argv: list[str]) -> None:
+    path.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in argv) + ' "$@"\n')
+    path.chmod(0o755)
+
+
+def build(
+    root: str | os.PathLike[str],
+    system: System,
+    *,
+    nodes: int = 1,
+    modules_missing: tuple[str, ...] = (),
+    reservations: dict[str, dict[str, Any]] | None = None,
+    interactive_queue: str = "",
+) -> Twin:
+    """Build a twin of ``system`` under ``root`` (which must not exist yet).
+
+    ``modules_missing`` leaves modules out of the twin's module system (to rehearse a site
+    where one was renamed); ``reservations`` maps reservation queue names to their limits
+    (``{"R123": {"nodes": 2, "walltime": "02:00:00"}}``); ``interactive_queue`` makes the twin
+    hold an interactive job (``qsub -I``) of the attendee in that queue.
+    """
+    if system.scheduler != "pbs" or system.launcher != "pals":
+        raise SpecError(
+            f"system {system.name!r} uses {system.scheduler}/{system.launcher}; the rehearsal "
+            "models PBS Pro with Cray PALS (aurora, polaris): pick one of those"
+        )
+    hydra = find_mpiexec()
+    if hydra is None:
+        raise SpecError(
+            "the rehearsal starts ranks with Hydra mpiexec underneath its PALS stand-in, and "
+            "none is found; 'make env' installs it (the mpich wheel)"
+        )
+    root = Path(root).resolve()
+    root.mkdir(parents=True)
+    home = root / "home"
+    for sub in ("home", "bin", "tools", "pbs/jobs", "tmp"):
+        (root / sub).mkdir(parents=True)
+    site = _python_env(root / "site", with_kit=False)
+    kit_venv = _kit_venv_path(home, system)
+    kit_venv.parent.mkdir(parents=True, exist_ok=True)
+    _python_env(kit_venv, with_kit=True)
+    python_module = next((m.name for m in site_modules(system) if "python" in m.provides), "")
+    (kit_venv / "hpcprof-site-module").write_text(python_module + "\n")  # as site_venv writes
+    pattern = NODE_NAMES.get(system.name, system.name + "-node{}")
+    config = {
+        "system": system.name,
+        "root": str(root),
+        "user": _user(),
+        "kit_python": sys.executable,
+        "hydra": hydra,
+        "site_python": str(site / "bin"),
+        "kit_venv": str(kit_venv),
+        "hosts": [pattern.format(i) for i in range(nodes)],
+        "modules": [
+            {"name": m.name, "provides": list(m.provides), "use": m.use, "default": m.default}
+            for m in site_modules(system)
+            if m.name not in modules_missing and m.family not in modules_missing
+        ],
+        "reservations": reservations or {},
+        "interactive": {"id": f"4000.{system.name}-pbs-twin", "queue": interactive_queue}
+        if interactive_queue
+        else None,
+    }
+    twin = Twin(root, config)
+    (root / CONFIG).write_text(json.dumps(config, indent=1))
+    for client in CLIENTS:
+        _write_program(twin.bin / client, twin.standin_argv(client))
+    for module in config["modules"]:
+        tools = twin.tool_folder(module["name"])
+        tools.mkdir(parents=True)
+        for tool in module["provides"]:
+            if tool in ("python", "conda"):
+                continue
+            real = shutil.which(tool) if tool == "nsys" else None
+            if real:  # the real Nsight Systems where this machine has it
+                (tools / tool).symlink_to(real)
+            else:
+                _write_program(tools / tool, twin.standin_argv(tool))
+    defaults = [m["name"] for m in config["modules"] if m["default"]]
+    default_path = "".join(f"{twin.tool_folder(name)}:" for name in defaults)
+    (home / ".bash_profile").write_text(
+        "# The twin's login profile: what Lmod and the site's default modules give a login shell.\n"
+        f"module {twin.module_function()}\n"
+        "export -f module\n"
+        f'export PATH="{default_path}{twin.bin}:$PATH"\n'
+        f"export LOADEDMODULES={shlex.quote(':'.join(defaults))}\n"
+    )
+    twin.log("twin", system=system.name, root=str(root))
+    return twin

@@ -1,0 +1,162 @@
+"""The site rehearsal (a stand-in for PBS Pro, Lmod and Cray PALS, which cannot run here): every
+ready Aurora and Polaris script runs to COMPLETED at its own rank count as the site would start
+it, and scripts that would fail on the site fail at the stage where the site would fail."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.jobs import JobSpec
+from hpcprof_kit.jobs.catalog import catalog_specs
+from hpcprof_kit.rehearsal import PREFIX, rehearse
+from hpcprof_kit.rehearsal.pals import LaunchRefused, parse_args
+from hpcprof_kit.tracers import traced_ranks
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal"
+SITE_SCRIPTS = sorted(k for k in catalog_specs() if k.split("/")[0] in ("aurora", "polaris"))
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
+
+
+def _stages(result) -> dict[str, str]:
+    return {s.name: s.status for s in result.stages}
+
+
+@pytest.mark.parametrize("path", SITE_SCRIPTS)
+def test_ready_site_script_completes_under_the_rehearsal_standin(path, isolated_runs):
+    spec = catalog_specs()[path]
+    result = rehearse(spec, script=REPO / "jobs" / path, runs_root=isolated_runs)
+    assert result.ok, result.text()
+    run = Path(result.run_dir)
+    assert (run / "job.sh").read_text() == (REPO / "jobs" / path).read_text()
+    # The rank count is the site's: a full node (12 tiles on Aurora, 4 GPUs on Polaris).
+    assert re.search(rf"mpiexec -n {spec.total_ranks} \(1 node\(s\) x {spec.ranks_per_node}\)",
+                     result.stage("launch").detail)  # fmt: skip
+    assert spec.total_ranks == {"aurora": 12, "polaris": 4}[spec.system]
+    assert f"{spec.total_ranks} ranks ran and exited 0" in result.stage("ranks").detail
+    if spec.tracer:  # stand-in output for exactly the ranks the seeds' rule selects
+        expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank, spec.rankcutoff)
+        assert f"{spec.tracer} stand-in output for ranks {expect}" in result.stage("outputs").detail
+    if spec.profile:
+        traces = sorted(p.name for p in (run / "traces").glob("*-of-*.json"))
+        assert len(traces) == spec.total_ranks
+        shown = ", ".join(map(str, range(min(spec.total_ranks, 6))))
+        more = " ..." if spec.total_ranks > 6 else ""
+        assert result.stage("traces").detail.endswith(f"ranks {shown}{more}")
+    if spec.example == "affinity":
+        assert result.stage("affinity").status == "ok"
+    # Every line of the report says it is a stand-in; the run directory keeps the report.
+    assert all(line.startswith(PREFIX) for line in result.text().splitlines())
+    assert (run / "rehearsal.json").exists() and (run / "rehearsal_log.jsonl").exists()
+
+
+def test_todays_aurora_script_fails_at_ranks_with_the_missing_module_message(isolated_runs):
+    # The script the kit rendered before it activated its environment (kept as a fixture).
+    script = FIXTURES / "aurora_train_unversioned_env.sh"
+    result = rehearse(catalog_specs()["aurora/train.sh"], script=script, runs_root=isolated_runs)
+    assert result.failed_stage == "ranks", result.text()
+    assert _stages(result)["modules"] == "ok" and _stages(result)["launch"] == "ok"
+    ranks = result.stage("ranks")
+    assert "No module named 'hpcprof_kit'" in ranks.detail
+    assert "source <venv>/bin/activate" in ranks.fix
+    assert _stages(result)["outputs"] == "skip"
+
+
+def test_affinity_report_under_the_standin_shows_the_site_binding_of_the_plan(isolated_runs):
+    spec = JobSpec(system="aurora", example="affinity", ranks_per_node=12, account="P")
+    result = rehearse(spec, runs_root=isolated_runs)
+    assert result.ok, result.text()
+    stdout = (Path(result.run_dir) / "stdout").read_text()
+    # ALCF's 4-core list with the CCL cores kept free: rank 6 sits on socket 1 at 56-59.
+    assert re.search(r"rank=0 local_rank=0 world_size=12 cpus=4-7 online=0-207 numa=0", stdout)
+    assert re.search(r"rank=6 local_rank=6 world_size=12 cpus=56-59 online=0-207 numa=1", stdout)
+
+
+def test_interactive_job_runs_the_script_inside_it_not_a_second_qsub(isolated_runs):
+    spec = JobSpec(system="aurora", example="affinity", ranks_per_node=2, account="P")
+    result = rehearse(spec, interactive=True, runs_root=isolated_runs)
+    assert result.ok, result.text()
+    assert "local backend (no second qsub)" in result.stage("start").detail
+    manifest = (Path(result.run_dir) / "manifest.json").read_text()
+    assert '"backend": "local"' in manifest
+
+
+def _edited(tmp_path: Path, path: str, old: str, new: str) -> Path:
+    text = (REPO / "jobs" / path).read_text()
+    assert old in text
+    target = tmp_path / "job.sh"
+    target.write_text(text.replace(old, new))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("#PBS -A YOUR_PROJECT\n", "", "qsub: Account_Name is required to be set."),
+        ("#PBS -l filesystems=home:flare\n", "", "qsub: Resource: filesystems is required to be set."),
+        ("walltime=00:10:00", "walltime=02:00:00", "qsub: Job violates queue and/or server resource limits"),
+        ("walltime=00:10:00", "walltime=00:04:00", "qsub: Job violates queue and/or server resource limits"),
+        ("select=1", "select=3", "qsub: Job violates queue and/or server resource limits"),
+        ("select=1", "select=one", "qsub: Illegal attribute or resource value Resource_List.select"),
+        ("#PBS -q debug", "#PBS -q debgu", "qsub: Unknown queue"),
+    ],
+)  # fmt: skip
+def test_pbs_standin_refuses_what_alcf_refuses(tmp_path, isolated_runs, old, new, message):
+    script = _edited(tmp_path, "aurora/seqpar.sh", old, new)
+    result = rehearse(catalog_specs()["aurora/seqpar.sh"], script=script, runs_root=isolated_runs)
+    assert result.failed_stage == "start"
+    assert result.stage("start").detail == message
+    assert result.stage("start").fix  # and says what to do
+
+
+def test_a_reservation_queue_is_accepted_with_its_own_limits(tmp_path, isolated_runs):
+    spec = JobSpec(system="aurora", example="affinity", ranks_per_node=2, account="P",
+                   queue="R123456", walltime="02:00:00")  # fmt: skip
+    with pytest.warns(UserWarning, match="R123456"):
+        result = rehearse(spec, runs_root=isolated_runs,
+                          reservations={"R123456": {"nodes": 2, "walltime": "04:00:00"}})  # fmt: skip
+    assert result.ok, result.text()
+    assert "queue R123456" in result.stage("start").detail
+
+
+def test_a_module_the_site_lacks_fails_at_modules_as_lmod_does(isolated_runs):
+    spec = JobSpec(system="aurora", tracer="unitrace", ranks_per_node=2, account="P")
+    result = rehearse(spec, runs_root=isolated_runs, modules_missing=("pti-gpu",))
+    assert result.failed_stage == "modules", result.text()
+    assert result.stage("modules").detail == 'Lmod: the module "pti-gpu" is unknown here'
+    stderr = (Path(result.run_dir) / "stderr").read_text()
+    assert (
+        'Lmod has detected the following error:  The following module(s) are unknown: "pti-gpu"'
+        in stderr
+    )
+
+
+def test_a_launch_line_with_hydra_flags_is_refused_as_pals_does(isolated_runs):
+    spec = JobSpec(system="polaris", example="affinity", ranks_per_node=2, account="P",
+                   binding="none", command=["true"])  # fmt: skip
+    with pytest.raises(LaunchRefused, match=r"mpiexec: unrecognized option '-bind-to'"):
+        parse_args(["-n", "2", "-bind-to", "core", "true"])
+    assert parse_args(["-n", "8", "--ppn", "4", "--pmi=pmix", "--env", "A=1", "-l", "x"]).env == {
+        "A": "1"
+    }
+    assert rehearse(spec, runs_root=isolated_runs).ok
+
+
+def test_each_rank_gets_the_variables_pals_sets(isolated_runs):
+    names = ("PALS_RANKID", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_NODEID", "PMI_RANK",
+             "PMI_SIZE", "PMI_LOCAL_RANK", "PMIX_RANK")  # fmt: skip
+    show = f"import os; print('VARS', *(os.environ.get(k, '-') for k in {names!r}))"
+    for system, pmix in (("aurora", True), ("polaris", False)):
+        spec = JobSpec(system=system, nodes=2, ranks_per_node=2, account="P", binding="none",
+                       queue="debug-scaling" if system == "aurora" else "debug",
+                       command=["python3", "-c", show])  # fmt: skip
+        result = rehearse(spec, runs_root=isolated_runs)
+        assert result.ok, result.text()
+        lines = sorted(ln.split("VARS ", 1)[1] for ln in
+                       (Path(result.run_dir) / "stdout").read_text().splitlines() if "VARS" in ln)  # fmt: skip
+        pr = (lambda r: str(r)) if pmix else (lambda r: "-")
+        assert lines == [f"{r} {r % 2} 2 {r // 2} {r} 4 {r % 2} {pr(r)}" for r in range(4)]
