@@ -161,8 +161,47 @@ def _system() -> Check:
     return Check("system", "ok", f"{detect_system()} (override with HPCPROF_SYSTEM)")
 
 
-CHECKS: tuple[Callable[[], Check], ...] = (
-    _python, _torch, _device, _launcher, _mpi4py, _schedulers, _kernel, _system,
+def _tracers() -> list[Check]:
+    """The system's vendor tracers: on PATH, or the module that provides them."""
+    from hpcprof_kit.systems import detect_system, load_system
+    from hpcprof_kit.systems.modules import module_for
+
+    record = load_system(detect_system())
+    rows = []
+    for tool in record.vendor_tracers:
+        found = shutil.which(tool)
+        module = module_for(record, tool)
+        if found:
+            rows.append(Check(f"tracer {tool}", "ok", found))
+        elif module is not None:
+            rows.append(Check(f"tracer {tool}", "warn", f"not on PATH (module {module.name})",
+                              f"module load {module.name}; job scripts load it themselves"))  # fmt: skip
+        else:
+            rows.append(Check(f"tracer {tool}", "warn", "not on PATH",
+                              f"load the module that provides {tool}"))  # fmt: skip
+    return rows
+
+
+def _site_module() -> list[Check]:
+    """A site venv built on another version of the site module than the one loaded now."""
+    import os
+
+    marker = Path(sys.prefix) / "hpcprof-site-module"
+    loaded = [m for m in os.environ.get("LOADEDMODULES", "").split(":") if m]
+    if not marker.exists() or not loaded:
+        return []
+    built = marker.read_text().strip()
+    family = built.split("/", 1)[0]
+    now = next((m for m in loaded if m.split("/", 1)[0] == family), None)
+    if now is None or now == built or "/" not in now:
+        return [Check("site module", "ok", f"venv built on {built}")]
+    return [Check("site module", "warn", f"venv built on {built}, {now} is loaded now",
+                  f"module load {built}, or rebuild the venv on {now}")]  # fmt: skip
+
+
+CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
+    _python, _torch, _device, _launcher, _mpi4py, _schedulers, _kernel, _system, _tracers,
+    _site_module,
 )  # fmt: skip
 
 
@@ -171,7 +210,8 @@ def run_checks() -> list[Check]:
     rows = []
     for check in CHECKS:
         try:
-            rows.append(check())
+            found = check()
+            rows.extend(found if isinstance(found, list) else [found])
         except Exception as exc:  # pragma: no cover - defensive
             rows.append(Check(check.__name__.strip("_"), "fail", f"check crashed: {exc}"))
     return rows

@@ -17,7 +17,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_doctor_prints_one_line_per_check():
     result = run_cli("doctor")
     lines = result.stdout.strip().splitlines()
-    assert len(lines) == len(CHECKS)
+    # The local system has no vendor tracers and this venv no site module: one line per check.
+    assert len(lines) == len(CHECKS) - 2
     names = [line.split()[1] for line in lines]
     assert names == [
         "python",
@@ -52,3 +53,25 @@ def test_help_lists_the_commands_and_unknown_input_fails_cleanly():
     assert {"doctor", "demo"} <= commands
     result = run_cli("no-such-command")
     assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_doctor_names_each_tracers_module_on_a_site(monkeypatch):
+    monkeypatch.setenv("HPCPROF_SYSTEM", "aurora")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no unitrace here
+    result = run_cli("doctor")
+    tracer = [ln for ln in result.stdout.splitlines() if " tracer unitrace " in ln]
+    assert tracer == ["WARN tracer unitrace not on PATH (module pti-gpu) -> fix: module load "
+                      "pti-gpu; job scripts load it themselves"]  # fmt: skip
+
+
+def test_doctor_warns_when_the_venv_was_built_on_another_module(tmp_path, monkeypatch):
+    from hpcprof_kit import doctor
+
+    (tmp_path / "hpcprof-site-module").write_text("frameworks/2025.2.0\n")
+    monkeypatch.setattr(doctor.sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("LOADEDMODULES", "pti-gpu:frameworks/2025.3.1")
+    (row,) = doctor._site_module()
+    assert row.line() == (
+        "WARN site module  venv built on frameworks/2025.2.0, frameworks/2025.3.1 is loaded now "
+        "-> fix: module load frameworks/2025.2.0, or rebuild the venv on frameworks/2025.3.1"
+    )
