@@ -26,9 +26,11 @@ def no_rendezvous_leak():
 
 @pytest.fixture(autouse=True)
 def isolated_runs(tmp_path, monkeypatch) -> Path:
-    """Each test gets its own runs root ($HPCPROF_RUNS_DIR)."""
+    """Each test gets its own runs root ($HPCPROF_RUNS_DIR), and no workshop file applies
+    unless the test writes one (a workshop.toml in the checkout must not change results)."""
     root = tmp_path / "runs"
     monkeypatch.setenv("HPCPROF_RUNS_DIR", str(root))
+    monkeypatch.setenv("HPCPROF_WORKSHOP", "off")
     return root
 
 
