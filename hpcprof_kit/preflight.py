@@ -168,8 +168,15 @@ def check_filesystems(filesystems: str) -> Check:
 
 def run_checks(system: str, *, venv: str | None = None, queue: str | None = None,
                account: str | None = None, filesystems: str | None = None) -> list[Check]:  # fmt: skip
-    """Every preflight check for ``system``, in order; a check that crashes is a FAIL line."""
+    """Every preflight check for ``system``, in order; a check that crashes is a FAIL line.
+    What is not given comes from the workshop file when it names this system."""
+    from hpcprof_kit.workshop import current
+
     record = load_system(system)
+    ws = current()
+    if ws.system == record.name:
+        venv, queue = venv or ws.venv, queue or ws.queue
+        account, filesystems = account or ws.project, filesystems or ws.filesystems
     chosen = _venv_path(record, venv)
     steps = [
         lambda: check_modules(record),

@@ -81,3 +81,23 @@ def test_preflight_knows_a_reservation_queue(tmp_path):
     assert (
         _line(lines, "queue") == "OK   queue            reservation R4242 is known to the scheduler"
     )
+
+
+def test_preflight_takes_the_queue_and_project_of_the_workshop_file(tmp_path):
+    twin = twin_mod.build(tmp_path / "twin", load_system("aurora"),
+                          reservations={"R4242": {"nodes": 8, "walltime": "03:00:00"}})  # fmt: skip
+    ws = tmp_path / "workshop.toml"
+    ws.write_text('[workshop]\nsystem = "aurora"\nproject = "CLASS"\nqueue = "R4242"\n')
+    done = subprocess.run(
+        [str(twin.kit_venv / "bin" / "python3"), "-m", "hpcprof_kit", "preflight", "--system",
+         "aurora"], env={**twin.login_env(), "HPCPROF_WORKSHOP": str(ws)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert (
+        _line(lines, "queue") == "OK   queue            reservation R4242 is known to the scheduler"
+    )
+    assert _line(lines, "account") == (
+        "WARN account          sbank is not on PATH; CLASS not checked -> fix: run preflight on "
+        "an ALCF login node"
+    )

@@ -4,6 +4,7 @@ it, and scripts that would fail on the site fail at the stage where the site wou
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -83,6 +84,33 @@ def test_interactive_job_runs_the_script_inside_it_not_a_second_qsub(isolated_ru
     assert "local backend (no second qsub)" in result.stage("start").detail
     manifest = (Path(result.run_dir) / "manifest.json").read_text()
     assert '"backend": "local"' in manifest
+
+
+def test_a_second_qsub_from_inside_the_interactive_debug_job_is_refused(isolated_runs):
+    # What the kit did before: qsub on PATH, so it submitted again from the attendee's job.
+    spec = JobSpec(system="aurora", example="affinity", ranks_per_node=2, account="P")
+    result = rehearse(spec, interactive=True, backend="pbs", runs_root=isolated_runs)
+    assert result.failed_stage == "start"
+    assert result.stage("start").detail == (
+        "inside the interactive job the kit submitted a second job with qsub and PBS refused "
+        "it: qsub: would exceed queue generic's per-user limit"
+    )
+
+
+def test_the_batch_job_starts_with_only_what_pbs_gives_it(isolated_runs):
+    spec = JobSpec(system="polaris", example="affinity", ranks_per_node=1, account="P")
+    result = rehearse(spec, runs_root=isolated_runs)
+    assert result.ok, result.text()
+    events = [
+        json.loads(ln)
+        for ln in (Path(result.run_dir) / "rehearsal_log.jsonl").read_text().splitlines()
+    ]
+    (start,) = [e for e in events if e["event"] == "job_start"]
+    assert start["login_shell"] and start["shebang"] == "#!/bin/bash -l"
+    assert "VIRTUAL_ENV" not in start["env"] and "HPCPROF_RUNS_DIR" not in start["env"]
+    assert {"PBS_O_WORKDIR", "PBS_JOBID", "PBS_NODEFILE", "PBS_ENVIRONMENT", "HOME", "PATH"} <= set(
+        start["env"]
+    )
 
 
 def _edited(tmp_path: Path, path: str, old: str, new: str) -> Path:

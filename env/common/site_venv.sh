@@ -8,6 +8,14 @@
 # shellcheck source=env/common/alcf_proxy.sh
 source "$(dirname "${BASH_SOURCE[0]}")/alcf_proxy.sh"
 
+# A value of the class's workshop.toml ($HPCPROF_WORKSHOP, else the checkout's root), or ''.
+# Only simple 'key = "value"' lines are read; hpcprof-kit workshop init writes them so.
+workshop_value() {
+  local key=$1 file=${HPCPROF_WORKSHOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/workshop.toml}
+  [ "$file" != off ] && [ -f "$file" ] || return 0
+  sed -n "s/^$key *= *\"\(.*\)\"\$/\1/p" "$file" | head -n 1
+}
+
 # The site Python module loaded now (frameworks/... on Aurora, conda/... on Polaris), or ''.
 site_module() {
   local mods m

@@ -37,7 +37,7 @@ def _submit_spec(request: dict) -> dict:
 
     spec = JobSpec.from_json(request["spec"])
     try:
-        job = submit(spec, runs_root=request["runs_root"])
+        job = submit(spec, backend=request.get("backend", "auto"), runs_root=request["runs_root"])
     except KitError as exc:
         runs = sorted(Path(request["runs_root"]).glob("*/manifest.json"))
         run_dir = str(runs[-1].parent) if runs else ""

@@ -143,6 +143,13 @@ def site_binding(system: str, launch: Launch) -> list[tuple[int, ...]]:
     bind = launch.cpu_bind.strip()
     if not bind or bind == "none":
         return [every] * launch.ppn
+    if bind == "numa":  # each rank on one NUMA domain's cores (and their hyperthreads), in turn
+        domains = [d for d in record.topology.numa if d.cores]
+        off = record.topology.sibling_offset
+        return [
+            tuple(sorted({*d.cores, *(c + off for c in d.cores if off)}))
+            for d in (domains[i % len(domains)] for i in range(launch.ppn))
+        ]
     text = f"depth:{launch.depth}" if bind == "depth" else bind
     try:
         plan = plan_for(record, launch.ppn if not bind.startswith("list:") else None, text)

@@ -128,10 +128,13 @@ def rehearse(
     reservations: dict[str, dict[str, Any]] | None = None,
     keep_twin: bool = False,
     timeout_s: float = 900.0,
+    backend: str = "auto",
 ) -> Rehearsal:
     """Rehearse ``spec`` (or an existing ``script`` with the spec that describes it) on a twin
     of its system. ``interactive`` starts it from inside an interactive job (``qsub -I``), as
-    a notebook on the compute node does; else it is submitted as a batch job.
+    a notebook on the compute node does; else it is submitted as a batch job. ``backend``
+    is what ``submit()`` is asked for ('pbs' inside an interactive job shows what a second
+    ``qsub`` meets there).
 
     >>> result = rehearse(JobSpec(system="aurora", account="P", ranks_per_node=1))  # doctest: +SKIP
     >>> result.ok                                                                   # doctest: +SKIP
@@ -161,7 +164,7 @@ def rehearse(
         result.stages.append(Stage("render", "fail", str(exc)))
         return result
     try:
-        return _run(result, twin, spec, script, interactive, root, timeout_s)
+        return _run(result, twin, spec, script, interactive, root, timeout_s, backend)
     finally:
         if result.run_dir:
             shutil.copy(twin.log_path, Path(result.run_dir) / "rehearsal_log.jsonl")
@@ -171,7 +174,7 @@ def rehearse(
             shutil.rmtree(twin_root, ignore_errors=True)
 
 
-def _run(result, twin, spec, script, interactive, root, timeout_s) -> Rehearsal:
+def _run(result, twin, spec, script, interactive, root, timeout_s, backend) -> Rehearsal:
     from hpcprof_kit.rehearsal import stages
 
     site_spec = spec.with_(venv=str(twin.kit_venv)) if spec.venv is None else spec
@@ -186,7 +189,7 @@ def _run(result, twin, spec, script, interactive, root, timeout_s) -> Rehearsal:
         )
     else:
         result.stages.append(Stage("render", "ok", f"the given script {Path(script).name}"))
-    request = {"spec": site_spec.to_json(), "runs_root": str(root),
+    request = {"spec": site_spec.to_json(), "runs_root": str(root), "backend": backend,
                "script": str(Path(script).resolve()) if script else ""}  # fmt: skip
     request_path = twin.root / "request.json"
     request_path.write_text(json.dumps(request))
