@@ -95,3 +95,16 @@ def test_depth_8_on_aurora_follows_pals_documented_placement():
 
     cpus = [format_cpus(r.cpus) for r in plan_for("aurora", 12, "depth-8").ranks]
     assert cpus[0] == "1-8" and cpus[6] == "49-51,53-57" and cpus[11] == "90-97"
+
+
+def test_a_walltime_under_the_sites_minimum_is_refused_before_qsub_sees_it():
+    from hpcprof_kit.errors import SpecError
+    from hpcprof_kit.jobs import JobSpec
+
+    with pytest.raises(SpecError) as info:
+        JobSpec(system="aurora", account="P", walltime="00:04:59").validate()
+    assert str(info.value) == (
+        "walltime 00:04:59 is below aurora's minimum 00:05:00 for every queue (aurora.toml); "
+        "ask for at least 00:05:00"
+    )
+    JobSpec(system="aurora", account="P", walltime="00:05:00").validate()

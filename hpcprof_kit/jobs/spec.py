@@ -160,6 +160,12 @@ class JobSpec:
                 f"{sysrec.name} ({queue.source}); ask for at most {queue.max_walltime} "
                 "or pick a queue with a longer limit"
             )
+        shortest = sysrec.extra.get("queue_rules", {}).get("min_walltime")
+        if shortest and secs < walltime_seconds(shortest):
+            raise SpecError(
+                f"walltime {self.walltime} is below {sysrec.name}'s minimum {shortest} for every "
+                f"queue ({sysrec.source}); ask for at least {shortest}"
+            )
         if sysrec.account_required and not self.account:
             raise SpecError(
                 f"account is required {where}: pass account='<your project>' "
