@@ -29,7 +29,7 @@ class Check:
 
     def line(self) -> str:
         tag = {"ok": "OK  ", "warn": "WARN", "fail": "FAIL"}[self.status]
-        text = f"{tag} {self.name:<12} {self.detail}"
+        text = f"{tag} {self.name:<16} {self.detail}"
         return f"{text} -> fix: {self.fix}" if self.fix else text
 
 

@@ -20,9 +20,10 @@ import re
 import shlex
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
+from hpcprof_kit.doctor import Check  # the same OK/WARN/FAIL line as doctor's
 from hpcprof_kit.jobs.environment import running_venv
 from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.systems.modules import module_for, site_modules
@@ -32,19 +33,6 @@ FILESYSTEM_PATHS = {"home": "/home", "flare": "/lus/flare", "eagle": "/lus/eagle
                     "grand": "/lus/grand", "daos_user": ""}  # fmt: skip
 SITE_MODULE_FILE = "hpcprof-site-module"  # written into the venv by env/common/site_venv.sh
 _RESERVATION = re.compile(r"^[RS]\d+$")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # "ok" | "warn" | "fail"
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        tag = {"ok": "OK  ", "warn": "WARN", "fail": "FAIL"}[self.status]
-        text = f"{tag} {self.name:<16} {self.detail}"
-        return f"{text} -> fix: {self.fix}" if self.fix else text
 
 
 def login_shell_script(setup: list[str], body: str) -> str:

@@ -60,7 +60,7 @@ def test_doctor_names_each_tracers_module_on_a_site(monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no unitrace here
     result = run_cli("doctor")
     tracer = [ln for ln in result.stdout.splitlines() if " tracer unitrace " in ln]
-    assert tracer == ["WARN tracer unitrace not on PATH (module pti-gpu) -> fix: module load "
+    assert tracer == ["WARN tracer unitrace  not on PATH (module pti-gpu) -> fix: module load "
                       "pti-gpu; job scripts load it themselves"]  # fmt: skip
 
 
@@ -72,6 +72,6 @@ def test_doctor_warns_when_the_venv_was_built_on_another_module(tmp_path, monkey
     monkeypatch.setenv("LOADEDMODULES", "pti-gpu:frameworks/2025.3.1")
     (row,) = doctor._site_module()
     assert row.line() == (
-        "WARN site module  venv built on frameworks/2025.2.0, frameworks/2025.3.1 is loaded now "
+        "WARN site module      venv built on frameworks/2025.2.0, frameworks/2025.3.1 is loaded now "
         "-> fix: module load frameworks/2025.2.0, or rebuild the venv on frameworks/2025.3.1"
     )
