@@ -132,7 +132,22 @@ def test_setup_script_runs_each_setup_line_of_the_record(system):
 @pytest.mark.parametrize("system", ["aurora", "polaris"])
 def test_setup_script_default_venv_is_the_records(system):
     default = load_system(system).extra["default_venv"]
-    assert f'"${{HPCPROF_VENV:-{default}}}"' in (REPO / "env" / system / "setup.sh").read_text()
+    text = (REPO / "env" / system / "setup.sh").read_text()
+    assert f'"${{HPCPROF_VENV:-${{workshop_venv:-{default}}}}}"' in text
+
+
+@pytest.mark.parametrize("system", ["aurora", "polaris"])
+def test_the_workshop_files_venv_is_used_unless_hpcprof_venv_says_otherwise(tmp_path, system):
+    site = Site(tmp_path, system)
+    ws = tmp_path / "workshop.toml"
+    class_venv = tmp_path / "project" / "class-venv"
+    ws.write_text(f'[workshop]\nsystem = "{system}"\nvenv = "{class_venv}"\n')
+    result = site.source_setup(HPCPROF_WORKSHOP=str(ws))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].startswith(f"after: VIRTUAL_ENV={class_venv} ")
+    mine = tmp_path / "mine"
+    result = site.source_setup(HPCPROF_WORKSHOP=str(ws), HPCPROF_VENV=str(mine))
+    assert result.stdout.splitlines()[-1].startswith(f"after: VIRTUAL_ENV={mine} ")
 
 
 @pytest.mark.parametrize("system", ["aurora", "polaris"])
