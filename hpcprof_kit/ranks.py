@@ -44,13 +44,19 @@ WORLD_SIZE_VARS: tuple[str, ...] = (
     "OMPI_COMM_WORLD_SIZE",
     "SLURM_NTASKS",
 )
+# Ranks on this node, as each launcher says it. Slurm's come last: srun sets the step's layout
+# per node ("4(x2),1": this node's entry is at SLURM_NODEID); --ntasks-per-node is a maximum.
 LOCAL_SIZE_VARS: tuple[str, ...] = (
     "LOCAL_WORLD_SIZE",
     "PALS_LOCAL_SIZE",
     "PMI_LOCAL_SIZE",
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "MPI_LOCALNRANKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_NTASKS_PER_NODE",
 )
+_SLURM_LAYOUT_VARS = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
 NODE_COUNT_VARS: tuple[str, ...] = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "PALS_NUM_NODES")
 # Variables that belong to one launcher family; a Slurm variable is ignored when an MPI
 # launcher ran inside the allocation (its SLURM_* values describe the proxy, not the rank).
@@ -100,6 +106,52 @@ def _check_agree(env: Mapping[str, str], names: list[str], what: str) -> None:
         )
 
 
+def tasks_per_node(layout: str) -> list[int]:
+    """Slurm's per-node task counts: ``"4(x2),1"`` -> ``[4, 4, 1]``.
+
+    >>> tasks_per_node("4(x2),1"), tasks_per_node("12")
+    ([4, 4, 1], [12])
+    """
+    counts: list[int] = []
+    for part in layout.split(","):
+        count, _, repeat = part.strip().partition("(x")
+        if not count.isdigit() or (repeat and not repeat.rstrip(")").isdigit()):
+            raise DistError(
+                f"SLURM_TASKS_PER_NODE={layout!r} is not Slurm's layout syntax (e.g. '4(x2),1'); "
+                "unset it if it was left over from another job"
+            )
+        counts += [int(count)] * (int(repeat.rstrip(")")) if repeat else 1)
+    return counts
+
+
+def _slurm_local_size(env: Mapping[str, str], name: str) -> int | None:
+    """This node's entry of a Slurm layout variable; None when the node is not named."""
+    counts = tasks_per_node(env[name])
+    if len(set(counts)) == 1:
+        return counts[0]
+    node = env.get("SLURM_NODEID", "").strip()
+    if node.isdigit() and int(node) < len(counts):
+        return counts[int(node)]
+    return None
+
+
+def _local_size(
+    env: Mapping[str, str], skip: set[str], rank: int
+) -> tuple[int, str] | tuple[None, None]:
+    """Ranks on this node and the variable that said so, from the launcher's own variables."""
+    # Slurm's layout describes this process only when srun started it (not a Hydra proxy).
+    slurm_started = "SLURM_PROCID" in env and _int(env, "SLURM_PROCID") == rank
+    for name in LOCAL_SIZE_VARS:
+        if name not in env or name in skip:
+            continue
+        if name.startswith("SLURM_") and not slurm_started:
+            continue
+        size = _slurm_local_size(env, name) if name in _SLURM_LAYOUT_VARS else _int(env, name)
+        if size:
+            return size, name
+    return None, None
+
+
 def _nodes_from_env(env: Mapping[str, str], world: int, local_world: int) -> int:
     name = _first(env, NODE_COUNT_VARS, set())
     if name:
@@ -132,8 +184,13 @@ def ranks_from_env(env: Mapping[str, str] | None = None, *, use_mpi: bool = True
 
     Order: ``RANK``, ``PMIX_RANK``, ``PALS_RANKID``, ``PMI_RANK``, ``OMPI_COMM_WORLD_RANK``,
     ``SLURM_PROCID``; then MPI (when a launcher is visible but silent on the size); else a
-    single process. Conflicting variables raise :class:`DistError` naming them.
+    single process. Conflicting variables raise :class:`DistError` naming them. Ranks per
+    node come from the launcher's own variables (:data:`LOCAL_SIZE_VARS`), never world / nodes,
+    so uneven layouts hold: ``srun -n 5 -N 2 --ntasks-per-node=4`` puts 4 + 1 ranks.
 
+    >>> ranks_from_env({"SLURM_PROCID": "3", "SLURM_LOCALID": "3", "SLURM_NTASKS": "5",
+    ...                 "SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "4,1", "SLURM_NODEID": "0"})
+    RankInfo(rank=3, local_rank=3, world_size=5, local_world_size=4, nodes=2, source='Slurm')
     >>> ranks_from_env({"PALS_RANKID": "13", "PMI_RANK": "13", "PMI_SIZE": "24",
     ...                 "PALS_LOCAL_RANKID": "1", "PALS_LOCAL_SIZE": "12"})
     RankInfo(rank=13, local_rank=1, world_size=24, local_world_size=12, nodes=2, source='PALS')
@@ -190,15 +247,19 @@ def ranks_from_env(env: Mapping[str, str] | None = None, *, use_mpi: bool = True
             "check the launcher's -n/--ntasks and unset variables left from other jobs"
         )
     local_var = _first(env, LOCAL_RANK_VARS, skip)
-    lsize_var = _first(env, LOCAL_SIZE_VARS, skip)
-    nodes_guess = _nodes_from_env(env, world, 0)
-    local_world = _int(env, lsize_var) if lsize_var else max(-(-world // nodes_guess), 1)
+    local_world, lsize_var = _local_size(env, skip, rank)
+    if local_world is None:
+        # The launcher did not say: an even spread is a guess that an uneven layout
+        # (-n 5 -N 2: 4 + 1) outgrows, so the local rank, when known, raises it.
+        local_world = max(-(-world // _nodes_from_env(env, world, 0)), 1)
+        if local_var:
+            local_world = max(local_world, _int(env, local_var) + 1)
     # Without a local-rank variable, assume the launcher filled nodes in rank order.
     local_rank = _int(env, local_var) if local_var else rank % local_world
     if local_rank >= local_world:
         raise DistError(
             f"{local_var}={local_rank} is not below the ranks per node {local_world} (from "
-            f"{lsize_var or 'world size / nodes'}); unset stale variables from another launcher"
+            f"{lsize_var}); unset stale variables from another launcher"
         )
     nodes = _nodes_from_env(env, world, local_world)
     return RankInfo(rank, local_rank, world, local_world, nodes, source)

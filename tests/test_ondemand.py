@@ -124,6 +124,45 @@ def test_trigger_records_exactly_n_steps_in_process(tmp_path):
     assert not (tmp_path / "ondemand" / "live" / "rank-0.json").exists()
 
 
+def test_broken_requests_are_logged_and_training_goes_on(tmp_path, caplog):
+    import torch
+
+    from hpcprof_kit.ondemand.trigger import OnDemandTrigger
+
+    trigger = OnDemandTrigger(tmp_path, rank=0, world_size=1)
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = opt.register_step_post_hook(trigger.after_step)
+    folder = tmp_path / "ondemand"
+    for i in range(8):
+        if i == 1:  # half-written JSON, a JSON list, and a "file" that cannot be read
+            (folder / "request-a1.json").write_text('{"steps": 2')
+            (folder / "request-a2.json").write_text("[2]")
+            (folder / "request-a3.json").mkdir()
+        if i == 3:
+            (folder / "request-b1.json").write_text(json.dumps({"steps": 2}))
+        opt.zero_grad()
+        model(torch.ones(4)).sum().backward()
+        opt.step()
+    handle.remove()
+    trigger.close()
+    assert trigger.steps_done == 8  # every step ran
+    errors = {
+        name: json.loads((folder / "acks" / f"ack-{name}-0.json").read_text())["error"]
+        for name in ("a1", "a2", "a3")
+    }
+    assert errors["a1"].startswith("unreadable request: JSONDecodeError: ")
+    assert errors["a2"] == "unreadable request: ValueError: a JSON object was expected, not list"
+    assert errors["a3"].startswith("unreadable request: IsADirectoryError: ")
+    logged = [r.getMessage() for r in caplog.records if r.name == "hpcprof_kit.ondemand.trigger"]
+    assert [m.split(": ")[0] for m in logged] == [
+        f"rank 0 ignores on-demand request {folder / f'request-{n}.json'}"
+        for n in ("a1", "a2", "a3")
+    ]
+    good = json.loads((folder / "acks" / "ack-b1-0.json").read_text())
+    assert good["ok"] and (good["first_step"], good["last_step"]) == (5, 6)
+
+
 @pytest.mark.parametrize(("scheduler", "nodes", "ppn"), [("pbs", 2, 12), ("slurm", 4, 4)])
 def test_dynolog_recipe_matches_golden_file(scheduler, nodes, ppn):
     golden = (GOLDEN / f"dynolog_{scheduler}.txt").read_text()

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcprof_kit.errors import OnDemandError
+from hpcprof_kit.jobs.backends import FINAL_STATES
 from hpcprof_kit.ondemand.trigger import ONDEMAND_DIR, write_json_atomically
-
-FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
 @dataclass

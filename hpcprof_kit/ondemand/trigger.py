@@ -5,13 +5,15 @@ changes (a request arrived) does the rank read it. A request ``request-<id>.json
 steps makes the rank record its next N optimizer steps with torch.profiler, write
 ``traces/ondemand-<id>-<rank>-of-<world>.json`` (and its table in ``tables/``), then
 ``ondemand/acks/ack-<id>-<rank>.json``. Requests already present when the rank starts are old
-and ignored. A failure while tracing is written into the ack; training never stops for it.
+and ignored. A request that cannot be read or parsed is logged and acked as failed; a failure
+while tracing is written into the ack; training never stops for either.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import socket
 import time
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ONDEMAND_DIR = "ondemand"
+log = logging.getLogger(__name__)
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
@@ -69,12 +72,36 @@ class OnDemandTrigger:
         if mtime == self.last_mtime:
             return
         self.last_mtime = mtime
-        for path in sorted(self.folder.glob("request-*.json")):
+        try:
+            paths = sorted(self.folder.glob("request-*.json"))
+        except OSError as exc:  # a broken request folder must never stop training either
+            log.warning("on-demand requests in %s unreadable (%s); ignored", self.folder, exc)
+            return
+        for path in paths:
             req_id = path.stem.removeprefix("request-")
-            if req_id not in self.seen:
-                self.seen.add(req_id)
-                self._start(req_id, json.loads(path.read_text()))
+            if req_id in self.seen:
+                continue
+            self.seen.add(req_id)
+            request = self._read(path, req_id)
+            if request is not None:
+                self._start(req_id, request)
                 return
+
+    def _read(self, path: Path, req_id: str) -> dict[str, Any] | None:
+        """The request, or None (logged and acked as failed) when it cannot be used."""
+        try:
+            request = json.loads(path.read_text())
+            if not isinstance(request, dict):
+                raise ValueError(f"a JSON object was expected, not {type(request).__name__}")
+            return request
+        except (OSError, ValueError) as exc:  # a broken request must never stop training
+            why = f"{type(exc).__name__}: {exc}"
+            log.warning("rank %d ignores on-demand request %s: %s", self.rank, path, why)
+            try:
+                self._ack(req_id, {"ok": False, "error": f"unreadable request: {why}"})
+            except OSError as ack_exc:
+                log.warning("rank %d could not ack request %s: %s", self.rank, req_id, ack_exc)
+            return None
 
     def _start(self, req_id: str, request: dict[str, Any]) -> None:
         try:
