@@ -1,17 +1,25 @@
 """A real Slurm on localhost for the scheduler tests: munged, slurmctld and slurmd with a
-temporary SLURM_CONF (recipe: Debian's slurm-wlm 22.05). Skips only when the binaries are absent.
+temporary SLURM_CONF (recipe: Debian's slurm-wlm 22.05). Skips only when the binaries are absent
+or this is not root (fails instead under HPCPROF_REQUIRE_ALL=1). A test can stop the controller
+and have it back (``with cluster.controller_down(): ...``), as a scheduler stalls on a login node.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
+
+from must_have import missing
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -33,6 +41,31 @@ class SlurmCluster:
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(args, env=self.env, capture_output=True, text=True, check=check)
+
+    def wait_state(self, job_id: str, state: str, timeout: float = 60.0) -> None:
+        """Until Slurm itself (squeue) shows the job in ``state``: a gate on the scheduler for
+        steps only it decides (a requeued job leaving COMPLETING), not a poll of the kit."""
+        deadline = time.monotonic() + timeout
+        shown = ""
+        while time.monotonic() < deadline:
+            shown = self.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).stdout.strip()
+            if shown == state:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"Slurm shows job {job_id} {shown or 'nowhere'}, not {state}")
+
+    @contextlib.contextmanager
+    def controller_down(self) -> Iterator[None]:
+        """slurmctld stopped for the block (running jobs carry on under slurmd), then back."""
+        pid = int((self.root / "slurmctld.pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(30)
+        try:
+            yield
+        finally:
+            subprocess.run([_which("slurmctld")], check=True, env=self.env, capture_output=True)
+            _wait_controller(self)
 
 
 CONF = """\
@@ -78,6 +111,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_controller(cluster: SlurmCluster, timeout: float = 60.0) -> None:
+    """Until slurmctld answers again after a restart."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "is UP" in cluster.run("scontrol", "ping", check=False).stdout:
+            return
+        time.sleep(0.3)
+    log = (cluster.root / "slurmctld.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"slurmctld did not come back; its log:\n{log}")
+
+
 def _wait_idle(cluster: SlurmCluster, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     state = ""
@@ -96,13 +140,13 @@ def _wait_idle(cluster: SlurmCluster, timeout: float = 30.0) -> None:
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """Start munged + slurmctld + slurmd on localhost; yield a SlurmCluster; shut them down."""
-    missing = [d for d in DAEMONS if _which(d) is None]
-    if missing:
-        pytest.skip(
-            f"Slurm/munge binaries absent ({', '.join(missing)}): apt-get install slurm-wlm munge"
+    absent = [d for d in DAEMONS if _which(d) is None]
+    if absent:
+        missing(
+            f"Slurm/munge binaries absent ({', '.join(absent)}): apt-get install slurm-wlm munge"
         )
     if os.geteuid() != 0:
-        pytest.skip("the local Slurm fixture starts slurmd, which must run as root")
+        missing("the local Slurm fixture starts slurmd, which must run as root")
     root = tmp_path_factory.mktemp("slurm")
     for sub in ("spool", "state", "munge"):
         (root / sub).mkdir()

@@ -1,18 +1,23 @@
-"""The local backend: real detached jobs reaching COMPLETED, FAILED, CANCELLED and TIMEOUT,
-re-attached from another process, in run directories that are never reused."""
+"""The local backend: real detached jobs reaching COMPLETED, FAILED, CANCELLED, TIMEOUT and
+LOST, re-attached from another process, in run directories that are never reused. Jobs are
+gated on named pipes (tests/gates.py), never on sleeps."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-import time
 
+import psutil
 import pytest
 
 from hpcprof_kit.errors import SpecError, SubmitError
-from hpcprof_kit.jobs import Job, JobSpec, submit
+from hpcprof_kit.jobs import Job, JobSpec, RunDir, submit
+from hpcprof_kit.jobs.backends.local import LocalBackend
+
+from gates import Gate
 
 
 def tiny(*command: str, **fields) -> JobSpec:
@@ -30,8 +35,8 @@ def test_local_job_completes_with_run_directory_and_manifest(isolated_runs):
     assert job.tail() == f"run dir {job.run_dir}"
     assert job.run_dir.parent == isolated_runs.resolve()
     assert sorted(p.name for p in job.run_dir.iterdir()) == [
-        "exit_code", "job.sh", "job_end.json", "manifest.json", "nodefile", "spec.json",
-        "stderr", "stdout", "tables", "timings", "traces",
+        ".manifest.lock", "exit_code", "job.sh", "job_end.json", "manifest.json", "nodefile",
+        "spec.json", "stderr", "stdout", "tables", "timings", "traces",
     ]  # fmt: skip
     # The script records its own end, so every backend can give the same answer.
     assert json.loads((job.run_dir / "job_end.json").read_text())["exit_code"] == 0
@@ -39,6 +44,10 @@ def test_local_job_completes_with_run_directory_and_manifest(isolated_runs):
     assert manifest["state"] == "COMPLETED" and manifest["backend"] == "local"
     assert manifest["job_id"] == job.job_id and job.job_id.startswith("local-")
     assert manifest["hosts"] == [os.uname().nodename]
+    # What proves the process is the job: its pid, start time and run directory.
+    assert manifest["process"]["pid"] == int(job.job_id.split("-")[1])
+    assert manifest["process"]["run_dir"] == str(job.run_dir)
+    assert isinstance(manifest["process"]["start_time"], float)
     assert (job.run_dir / "job.sh").read_text() == JobSpec.from_json(
         (job.run_dir / "spec.json").read_text()
     ).render()
@@ -52,17 +61,15 @@ def test_local_job_fails_and_keeps_its_stderr():
     assert job.tail() == "partial"
 
 
-def test_local_job_cancelled_while_running():
-    job = submit(tiny("bash", "-c", "echo started; sleep 60"))
-    deadline = time.monotonic() + 10
-    while not job.tail().startswith("started") and time.monotonic() < deadline:
-        time.sleep(0.05)
+def test_local_job_cancelled_while_running(tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny(*gate.command("echo never")))
+    gate.wait_started()
     assert job.state == "RUNNING"
-    t0 = time.monotonic()
     assert job.cancel() == "CANCELLED"
-    assert time.monotonic() - t0 < 10
-    assert job.tail(100).splitlines()[0] == "started"  # output before the cancel is kept
+    assert "never" not in job.tail()
     assert job.manifest["state"] == "CANCELLED"
+    assert job.exit_code == 143  # the wrapper's timeout passed SIGTERM on
 
 
 def test_local_job_past_its_walltime_ends_in_timeout():
@@ -72,16 +79,145 @@ def test_local_job_past_its_walltime_ends_in_timeout():
     assert job.manifest["note"] == "the walltime ran out"
 
 
-def test_reattach_from_another_process_sees_the_end():
-    job = submit(tiny("bash", "-c", "sleep 1; echo done"))
+def test_reattach_from_another_process_sees_the_end(tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny(*gate.command("echo done")))
+    gate.wait_started()
     # A fresh process (as after a kernel restart) polls the same run directory.
     cmd = [sys.executable, "-m", "hpcprof_kit", "status", str(job.run_dir), "--json"]
     first = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     assert first["state"] == "RUNNING" and first["job_id"] == job.job_id
+    gate.release()
     again = Job.from_run_dir(job.run_dir)
     assert again.wait(timeout=30, progress=False) == "COMPLETED"
     last = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     assert (last["state"], last["exit_code"]) == ("COMPLETED", 0)
+
+
+KERNEL = """
+import sys
+from hpcprof_kit.jobs import JobSpec, submit
+job = submit(JobSpec(system="local", ranks_per_node=1, binding="none", command=sys.argv[1:]))
+print(job.run_dir, flush=True)
+job.wait(progress=False)
+"""
+
+
+def test_kernel_killed_mid_wait_then_reattach_finds_the_true_end(tmp_path):
+    gate = Gate(tmp_path)
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", KERNEL, *gate.command("echo finished; exit 5")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_dir = kernel.stdout.readline().strip()
+    gate.wait_started()
+    kernel.kill()  # the kernel dies while it waits; the job, in its own session, runs on
+    kernel.wait()
+    kernel.stdout.close()
+    gate.release()
+    job = Job.from_run_dir(run_dir)
+    assert job.wait(timeout=30, progress=False) == "FAILED"
+    assert (job.exit_code, job.tail()) == (5, "finished")
+
+
+def _job_processes(job: Job) -> list[psutil.Process]:
+    wrapper = psutil.Process(job.manifest["process"]["pid"])
+    return [wrapper, *wrapper.children(recursive=True)]
+
+
+def test_job_killed_by_sigkill_fails_with_the_signal_named(tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny(*gate.command("exit 0")))
+    gate.wait_started()
+    script = next(p for p in _job_processes(job) if p.cmdline() == ["bash", "job.sh"])
+    script.send_signal(signal.SIGKILL)  # as the OOM killer would
+    gate.release()  # the launcher under the killed script ends too
+    assert job.wait(timeout=30, progress=False) == "FAILED"
+    assert job.exit_code == 137
+    assert job.manifest["note"] == "exit code 137: killed by signal 9 (SIGKILL)"
+    assert not (job.run_dir / "job_end.json").exists()  # a killed script records nothing
+
+
+def test_job_whose_processes_vanished_without_a_record_is_lost(tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny(*gate.command("exit 0")))
+    gate.wait_started()
+    pid = job.manifest["process"]["pid"]
+    victims = _job_processes(job)
+    for proc in victims:  # as a reboot would: nothing of the job gets to record its end
+        proc.send_signal(signal.SIGKILL)
+    psutil.wait_procs(victims, timeout=30)
+    assert job.wait(timeout=30, progress=False) == "LOST"
+    note = job.manifest["note"]
+    assert note.startswith(f"its process (pid {pid}, started ")
+    assert note.endswith(" is gone and left no exit record (exit_code, job_end.json)")
+    assert job.exit_code is None
+    with pytest.raises(SubmitError, match=r"cannot cancel local-\d+ \(.*\): LOST, its process"):
+        job.cancel()
+
+
+@pytest.fixture
+def unrelated_session():
+    """A process the test owns, leading its own session with a child, as any login shell."""
+    proc = subprocess.Popen(
+        ["bash", "-c", "sleep 600 & echo ready; wait"], start_new_session=True,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout.readline() == "ready\n"  # its child runs now
+    leader = psutil.Process(proc.pid)
+    yield leader
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+
+
+def test_pid_reused_by_an_unrelated_process_is_never_signalled(tmp_path, unrelated_session):
+    # A run directory from before a restart: its manifest names a pid that now belongs to
+    # an unrelated session leader, and the job left no exit record.
+    run = RunDir.create(tiny("true"))
+    (run.path / "nodefile").write_text("localhost\n")
+    old_start = unrelated_session.create_time() - 3600
+    run.update(backend="local", job_id=f"local-{unrelated_session.pid}", state="RUNNING",
+               process={"pid": unrelated_session.pid, "start_time": old_start,
+                        "run_dir": str(run.path)})  # fmt: skip
+    members = [unrelated_session, *unrelated_session.children()]
+    assert len(members) == 2
+
+    with pytest.raises(SubmitError) as refused:
+        LocalBackend().cancel(run.path, f"local-{unrelated_session.pid}")
+    assert "now belongs to another process (bash -c sleep 600 & echo ready; wait, started " in str(
+        refused.value
+    )
+    assert str(refused.value).endswith("so nothing was signalled")
+
+    job = Job.from_run_dir(run.path)
+    with pytest.raises(SubmitError, match=f"pid {unrelated_session.pid} now belongs to another"):
+        job.cancel()
+    assert job.state == "LOST"
+    assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members)
+    assert not (run.path / "cancel_requested").exists()
+
+
+def test_a_run_from_before_start_times_is_proven_only_by_its_wrapper(tmp_path):
+    from hpcprof_kit.jobs.backends.identity import ProcessIdentity
+
+    def started(argv0: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            ["bash", "-c", "read -r _", argv0], cwd=tmp_path, stdin=subprocess.PIPE
+        )
+
+    wrapper, other = started("hpcprof-local-job"), started("my-shell")
+    try:
+        assert ProcessIdentity(wrapper.pid, None, str(tmp_path)).prove()[0] is not None
+        proc, why = ProcessIdentity(other.pid, None, str(tmp_path)).prove()
+        assert proc is None
+        assert why.startswith(
+            f"pid {other.pid} cannot be proven to be the job (this run recorded no start time"
+        )
+        assert ProcessIdentity(wrapper.pid, None, "/elsewhere").prove()[0] is None
+    finally:
+        for proc in (wrapper, other):
+            proc.communicate(b"\n", timeout=30)
 
 
 def test_two_submissions_in_one_second_get_distinct_run_directories():
@@ -89,7 +225,7 @@ def test_two_submissions_in_one_second_get_distinct_run_directories():
     names = [j.run_dir.name for j in jobs]
     assert len(set(names)) == 3
     stems = {n.rsplit("_", 1)[0] for n in names}
-    assert stems == {"train_local_N1_R1"}
+    assert stems == {"true_local_N1_R1"}  # a custom command names its run after its program
     for job in jobs:
         assert job.wait(timeout=30, progress=False) == "COMPLETED"
 
@@ -120,7 +256,6 @@ def test_local_backend_for_pbs_system_needs_an_allocation(monkeypatch):
 
 @pytest.mark.mpi
 def test_real_two_rank_train_example_through_mpiexec(mpiexec):
-    pytest.importorskip("hpcprof_kit.apps.train", reason="the train app is not written yet")
     job = submit(JobSpec(system="local", example="train", ranks_per_node=2, binding="none"))
     state = job.wait(timeout=180, progress=False)
     assert state == "COMPLETED", job.tail(40, "stderr")

@@ -3,17 +3,22 @@
 The PBS tests go through Debian's slurm-wlm-torque wrappers (Torque-style qsub/qstat/qdel over
 Slurm): they exercise the kit's PBS client path, not a PBS Pro server. Their system record is a
 stand-in ("pbs-over-slurm": PBS directives, Hydra launcher) written by the test.
+
+Fault tests (controller down and back, SIGKILL, walltime, requeue) gate their jobs on named
+pipes (tests/gates.py) and keep their run directories in test-artifacts/runs/.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hpcprof_kit.jobs import JobSpec, submit
+
+from gates import Gate
 
 pytestmark = pytest.mark.slurm
 
@@ -51,13 +56,6 @@ def cluster_env(slurm_cluster, monkeypatch):
     return slurm_cluster
 
 
-def until_running(job, timeout: float = 20.0) -> str:
-    deadline = time.monotonic() + timeout
-    while job.state == "QUEUED" and time.monotonic() < deadline:
-        time.sleep(0.3)
-    return job.state
-
-
 def tiny(system: str, *command: str, **fields) -> JobSpec:
     fields = {"ranks_per_node": 1, "binding": "none", **fields}
     return JobSpec(system=system, command=list(command), **fields)
@@ -77,13 +75,15 @@ def test_slurm_job_completes_through_sbatch_and_srun(cluster_env):
 def test_slurm_job_fails_with_its_stderr(cluster_env):
     job = submit(tiny("slurm", "bash", "-c", "echo 'no such input' >&2; exit 7"), backend="slurm")
     assert job.wait(timeout=60, progress=False) == "FAILED"
-    assert job.exit_code == 7 or job.exit_code == 1  # srun reports the task's code or 1
+    assert job.exit_code == 7  # srun passes the task's exit code on; the script exits with it
     assert "no such input" in job.tail(stream="stderr")
 
 
-def test_slurm_job_cancelled_while_running(cluster_env):
-    job = submit(tiny("slurm", "sleep", "120"), backend="slurm")
-    assert until_running(job) == "RUNNING"
+def test_slurm_job_cancelled_while_running(cluster_env, tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny("slurm", *gate.command()), backend="slurm")
+    gate.wait_started()
+    assert job.state == "RUNNING"
     assert job.cancel() == "CANCELLED"
     assert job.manifest["state"] == "CANCELLED"
 
@@ -96,6 +96,92 @@ def test_slurm_state_read_back_from_completion_records(cluster_env):
     assert job.wait(timeout=60, progress=False) == "COMPLETED"
     record = SlurmBackend()._completion_record(job.job_id)
     assert record["JobState"] == "COMPLETED" and record["ExitCode"] == "0:0"
+
+
+def test_controller_down_then_back_keeps_each_job_and_finds_its_true_end(
+    cluster_env, kept_runs, tmp_path
+):
+    ok_gate, bad_gate = Gate(tmp_path, "ok"), Gate(tmp_path, "bad")
+    ok = submit(tiny("slurm", *ok_gate.command("exit 0")), backend="slurm")
+    bad = submit(tiny("slurm", *bad_gate.command("exit 3")), backend="slurm")
+    ok_gate.wait_started()
+    bad_gate.wait_started()
+    assert (ok.state, bad.state) == ("RUNNING", "RUNNING")
+    for job in (ok, bad):
+        job.backend.command_timeout = 3.0  # a hung squeue counts as "not answering" sooner
+    with cluster_env.controller_down():
+        assert ok.refresh() == "RUNNING"  # not FAILED: Slurm did not say so
+        note = ok.manifest["note"]
+        assert note.startswith(f"scheduler not answering since {ok.manifest['silent_since']} (")
+        ok_gate.release()
+        bad_gate.release()
+        # The job's own record of a failure needs no scheduler.
+        assert bad.wait(timeout=120, progress=False) == "FAILED"
+        assert bad.exit_code == 3
+        # An exit 0 is confirmed by Slurm (a SIGTERM-killed script records 0 too).
+        assert (ok.refresh(), ok.manifest["note"]) == ("RUNNING", note)
+    assert ok.wait(timeout=300, progress=False) == "COMPLETED"  # slurmd reports the end late
+    assert ok.exit_code == 0
+    assert (ok.manifest["note"], ok.manifest["silent_since"]) == ("", None)
+
+
+def _batch_script(job_id: str) -> psutil.Process:
+    """The batch shell slurmd started for the job."""
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        env, cmd = proc.info["environ"] or {}, proc.info["cmdline"] or []
+        if env.get("SLURM_JOB_ID") == job_id and cmd[-1:] and cmd[-1].endswith("slurm_script"):
+            return proc
+    raise AssertionError(f"no batch script of job {job_id} among the processes")
+
+
+def test_slurm_job_killed_by_sigkill_fails_with_the_signal(cluster_env, kept_runs, tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny("slurm", *gate.command()), backend="slurm")
+    gate.wait_started()
+    _batch_script(job.job_id).kill()  # SIGKILL: no trap runs, the job records nothing
+    assert job.wait(timeout=60, progress=False) == "FAILED"
+    assert (job.exit_code, job.manifest["note"]) == (137, "killed by signal 9 (SIGKILL)")
+    assert not (job.run_dir / "job_end.json").exists()
+
+
+def test_slurm_task_killed_by_sigkill_fails_with_the_signal(cluster_env, kept_runs):
+    job = submit(tiny("slurm", "bash", "-c", "kill -KILL $$"), backend="slurm")
+    assert job.wait(timeout=60, progress=False) == "FAILED"
+    assert job.exit_code == 137  # srun says 128 + 9; the script exits with it and records it
+    assert job.manifest["note"] == "exit code 137: killed by signal 9 (SIGKILL)"
+
+
+def test_slurm_job_over_its_walltime_times_out(cluster_env, kept_runs, tmp_path):
+    gate = Gate(tmp_path)
+    # Slurm counts walltime in whole minutes: the shortest is one.
+    job = submit(tiny("slurm", *gate.command(), walltime="00:01:00"), backend="slurm")
+    gate.wait_started()
+    assert job.wait(timeout=300, progress=False) == "TIMEOUT"
+    assert job.manifest["note"] == "the walltime ran out"
+
+
+def test_slurm_job_requeued_runs_again_and_then_completes(cluster_env, kept_runs, tmp_path):
+    first, second = Gate(tmp_path, "first"), Gate(tmp_path, "second")
+    # The first run waits on the first gate; the run after the requeue on the second.
+    script = (
+        'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then s=$0 g=$1; else s=$2 g=$3; fi; '
+        'echo started > "$s"; read -r _ < "$g"'
+    )
+    fifos = [str(p) for p in (first.started, first.go, second.started, second.go)]
+    job = submit(tiny("slurm", "bash", "-c", script, *fifos), backend="slurm")
+    first.wait_started()
+    cluster_env.run("scontrol", "requeue", job.job_id)
+    # Completing its first run or queued again, never final: that run's end is not the job's.
+    assert job.state in ("RUNNING", "QUEUED")
+    cluster_env.wait_state(job.job_id, "PENDING")
+    assert job.state == "QUEUED"
+    # Slurm holds a requeued job back two minutes; let it start again now.
+    cluster_env.run("scontrol", "update", f"JobId={job.job_id}", "StartTime=now")
+    second.wait_started()
+    assert job.state == "RUNNING"
+    second.release()
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+    assert job.exit_code == 0
 
 
 @pytest.fixture
@@ -118,9 +204,11 @@ def test_pbs_backend_torque_wrappers_job_completes(torque_system):
     assert Path(job.manifest["run_dir"]) == job.run_dir
 
 
-def test_pbs_backend_torque_wrappers_job_cancelled(torque_system):
-    job = submit(tiny(torque_system, "sleep", "120"), backend="pbs")
-    assert until_running(job) == "RUNNING"
+def test_pbs_backend_torque_wrappers_job_cancelled(torque_system, tmp_path):
+    gate = Gate(tmp_path)
+    job = submit(tiny(torque_system, *gate.command()), backend="pbs")
+    gate.wait_started()
+    assert job.state == "RUNNING"
     assert job.cancel() == "CANCELLED"
 
 

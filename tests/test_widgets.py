@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import html
+import threading
 
 import pytest
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs import JobSpec, submit
 from hpcprof_kit.widgets import job_form, job_monitor, schedule_explorer
+from hpcprof_kit.widgets.monitor import JobMonitor
 
 TRAIN_LINE = "mpiexec -n 2 \\\n    python3 -m hpcprof_kit.apps.train"
 
@@ -95,6 +97,84 @@ def test_monitor_shows_a_failed_jobs_stderr_and_exit_code():
     assert monitor.state.value.startswith("FAILED, exit code 3")
     shown = _shown(monitor.output.value)
     assert "step 1" in shown and "boom" in shown
+
+
+class _FlakyJob:
+    """A job whose polls fail ``failures`` times (a run directory on a file system that
+    hiccups), then report COMPLETED; it records what the monitor showed at each poll."""
+
+    job_id, walltime = "local-1", 60
+
+    def __init__(self, tmp_path, failures: int) -> None:
+        self.run_dir, self.failures, self.polls, self.shown = tmp_path, failures, 0, []
+        self.monitor = None
+        self.failing = threading.Event()  # set once the monitor has lived through a failure
+
+    @property
+    def manifest(self) -> dict:
+        return {"walltime_s": self.walltime}
+
+    @property
+    def state(self) -> str:
+        self.polls += 1
+        if self.monitor is not None:
+            self.shown.append((self.monitor.state.value, self.monitor.bar.bar_style))
+        if self.polls > self.failures:
+            return "COMPLETED"
+        if self.polls > 1:
+            self.failing.set()
+        raise OSError(f"[Errno 5] Input/output error: '{self.run_dir}/manifest.json'")
+
+    exit_code = 0
+
+    def tail(self, n: int, stream: str = "stdout") -> str:
+        return "done"
+
+
+def test_monitor_shows_a_poller_error_and_keeps_polling(tmp_path):
+    job = _FlakyJob(tmp_path, failures=2)
+    monitor = JobMonitor(job, interval=0.01)
+    job.monitor = monitor
+    assert monitor.start().wait(timeout=60) == "COMPLETED"
+    error = f"OSError: [Errno 5] Input/output error: '{tmp_path}/manifest.json'"
+    # What the widget showed while the next poll ran: the error, not a frozen bar.
+    assert job.shown[1:] == [(f"poller error (retrying): {error}", "warning")] * 2
+    assert monitor.error == ""  # cleared once polling works again
+    assert monitor.state.value.startswith("COMPLETED, exit code 0 after")
+
+
+def test_monitor_thread_survives_an_error_that_persists(tmp_path):
+    job = _FlakyJob(tmp_path, failures=10**9)
+    monitor = JobMonitor(job, interval=0.01)
+    job.monitor = monitor
+    monitor.start()
+    assert job.failing.wait(60)
+    assert monitor._thread.is_alive()
+    assert monitor.state.value.startswith("poller error (retrying): OSError: [Errno 5]")
+    assert _shown(monitor.output.value).startswith("OSError: [Errno 5] Input/output error")
+    monitor.stop()
+    assert not monitor._thread.is_alive()
+
+
+class _SilentSchedulerJob:
+    """A running job whose last poll found the scheduler not answering."""
+
+    job_id, state, exit_code, silent = "7", "RUNNING", None, True
+
+    def __init__(self, run_dir) -> None:
+        self.run_dir = run_dir
+        self.manifest = {"walltime_s": 60, "note": "scheduler not answering since 10:00 (squeue)"}
+
+    def tail(self, n: int, stream: str = "stdout") -> str:
+        return ""
+
+
+def test_monitor_says_when_the_scheduler_is_not_answering(tmp_path):
+    monitor = JobMonitor(_SilentSchedulerJob(tmp_path))
+    assert monitor.refresh() == "RUNNING"
+    assert monitor.state.value.endswith(
+        f"({tmp_path.name}): scheduler not answering since 10:00 (squeue)"
+    )
 
 
 def test_schedule_explorer_redraws_table_from_sliders():

@@ -13,14 +13,24 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 
 from hpcprof_kit.errors import SubmitError
-from hpcprof_kit.jobs.backends import FINAL_STATES, STATES, Backend, Status, get_backend
+from hpcprof_kit.jobs.backends import (
+    FINAL_STATES,
+    STATES,
+    Backend,
+    SchedulerNotAnswering,
+    Status,
+    get_backend,
+)
 from hpcprof_kit.jobs.progress import progress_display, read_progress
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
 __all__ = ["Job", "STATES"]
+
+MAX_BACKOFF_S = 30.0  # the longest wait between polls of a scheduler that does not answer
 
 
 class Job:
@@ -30,7 +40,7 @@ class Job:
         self.run = run
         self.backend = backend
         self.job_id = job_id
-        self._last: Status | None = None
+        self.silent = False  # the last poll found the scheduler not answering
 
     @classmethod
     def from_run_dir(cls, path: str | os.PathLike[str]) -> Job:
@@ -57,7 +67,7 @@ class Job:
 
     @property
     def state(self) -> str:
-        """QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED or TIMEOUT (polled unless final)."""
+        """QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT or LOST (polled unless final)."""
         return self.refresh()
 
     @property
@@ -66,42 +76,47 @@ class Job:
         return self.run.manifest().get("exit_code")
 
     def refresh(self) -> str:
-        """Ask the backend once; record any state change in the manifest."""
+        """Ask the backend once; record any state change in the manifest.
+
+        A scheduler that does not answer leaves the last known state in place, with the note
+        "scheduler not answering since <time>"; a final state is never overwritten (another
+        process refreshing the same job may have recorded it first).
+        """
         data = self.run.manifest()
         if data.get("state") in FINAL_STATES:
             return data["state"]
-        status = self.backend.poll(self.run_dir, self.job_id)
-        if status.state != data.get("state") or status.exit_code != data.get("exit_code"):
-            changes: dict = {"state": status.state, "exit_code": status.exit_code}
-            if status.hosts:
-                changes["hosts"] = list(status.hosts)
-            if status.note:
-                changes["note"] = status.note
-            if status.state == "RUNNING" and not data.get("started_at"):
-                changes["started_at"] = now_iso()
-            if status.state in FINAL_STATES:
-                changes["ended_at"] = now_iso()
-                changes.setdefault("started_at", data.get("started_at") or changes["ended_at"])
-            self.run.update(**changes)
-        return status.state
+        try:
+            status = self.backend.poll(self.run_dir, self.job_id)
+        except SchedulerNotAnswering as exc:
+            self.silent = True
+            return self.run.amend(partial(_silent_changes, exc=exc))["state"]
+        self.silent = False
+        return self.run.amend(lambda current: _changes(current, status))["state"]
 
     def wait(self, timeout: float | None = None, progress: bool = True) -> str:
         """Poll about once a second until the job ends (or ``timeout`` s pass); return the state.
 
         With ``progress=True`` a bar shows the state and how far the job is (the steps its
-        app reported in ``progress.json``; else the time against the walltime).
+        app reported in ``progress.json``; else the time against the walltime). While the
+        scheduler does not answer, the polls back off (up to ``MAX_BACKOFF_S`` apart).
         """
         start = time.monotonic()
         total = float(self.run.manifest().get("walltime_s", 600))
         display = progress_display(total, f"{self.job_id} {self.run_dir.name}", progress)
         state = self.refresh()
+        interval = self.backend.poll_interval
         try:
             while state not in FINAL_STATES:
                 elapsed = time.monotonic() - start
                 display.update(state, elapsed, read_progress(self.run_dir))
                 if timeout is not None and elapsed >= timeout:
                     break
-                time.sleep(self.backend.poll_interval)
+                interval = (
+                    min(interval * 2, MAX_BACKOFF_S) if self.silent else self.backend.poll_interval
+                )
+                if timeout is not None:
+                    interval = max(min(interval, start + timeout - time.monotonic()), 0.0)
+                time.sleep(interval)
                 state = self.refresh()
         finally:
             display.close(state)
@@ -118,9 +133,17 @@ class Job:
             return "".join(deque(fh, maxlen=n)).rstrip("\n")
 
     def cancel(self) -> str:
-        """Cancel the job if it has not ended; returns the state afterwards."""
-        if self.refresh() in FINAL_STATES:
-            return self.state
+        """Cancel the job if it has not ended; returns the state afterwards.
+
+        A LOST job is refused with the reason (its process or record is gone, and the kit
+        signals nothing it cannot prove is the job).
+        """
+        state = self.refresh()
+        if state == "LOST":
+            note = self.run.manifest().get("note", "")
+            raise SubmitError(f"cannot cancel {self.job_id} ({self.run_dir.name}): LOST, {note}")
+        if state in FINAL_STATES:
+            return state
         self.backend.cancel(self.run_dir, self.job_id)
         deadline = time.monotonic() + 30
         state = self.refresh()
@@ -128,3 +151,31 @@ class Job:
             time.sleep(min(self.backend.poll_interval, 0.5))
             state = self.refresh()
         return state
+
+
+def _changes(current: dict, status: Status) -> dict:
+    """The manifest fields a new status changes; nothing once the manifest holds a final state."""
+    if current.get("state") in FINAL_STATES:
+        return {}
+    changes: dict = {}
+    if status.state != current.get("state") or status.exit_code != current.get("exit_code"):
+        changes = {"state": status.state, "exit_code": status.exit_code}
+        if status.hosts:
+            changes["hosts"] = list(status.hosts)
+        if status.state == "RUNNING" and not current.get("started_at"):
+            changes["started_at"] = now_iso()
+        if status.state in FINAL_STATES:
+            changes["ended_at"] = now_iso()
+            changes["started_at"] = current.get("started_at") or changes["ended_at"]
+    if status.note != current.get("note", "") and (status.note or "note" in current):
+        changes["note"] = status.note  # the latest word: an old note would now mislead
+    if current.get("silent_since"):
+        changes["silent_since"] = None  # the scheduler answers again
+    return changes
+
+
+def _silent_changes(current: dict, *, exc: SchedulerNotAnswering) -> dict:
+    if current.get("state") in FINAL_STATES:
+        return {}
+    since = current.get("silent_since") or now_iso()
+    return {"silent_since": since, "note": f"{exc.what} since {since} ({exc.detail})"}

@@ -22,10 +22,14 @@ from typing import Protocol
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.systems import System
 
-STATES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+# LOST: the job's process or scheduler record is gone and the job left no exit record; the
+# manifest's note says which.
+STATES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST")
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub", "local": "bash"}
 CANCEL_MARK = "cancel_requested"  # written by the kit before it cancels, so the reason survives
+# A scheduler command that has not answered in this long counts as "not answering".
+COMMAND_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,15 @@ class Status:
     exit_code: int | None = None
     hosts: tuple[str, ...] = ()
     note: str = ""
+
+
+class SchedulerNotAnswering(Exception):
+    """The scheduler could not be asked (a command failed or timed out) or gave a state the kit
+    cannot map: the job keeps its last known state and is asked again later."""
+
+    def __init__(self, detail: str, what: str = "scheduler not answering") -> None:
+        super().__init__(f"{what}: {detail}")
+        self.what, self.detail = what, detail
 
 
 class Backend(Protocol):

@@ -1,9 +1,12 @@
 """The local backend: runs ``bash job.sh`` detached in its run directory, like a scheduler would.
 
-It writes a nodefile and a job id (``local-<pid>``), enforces the walltime with ``timeout``
-(TIMEOUT), records the exit status in a file (so another process re-attaching sees the end) and
-cancels by signalling every process of the job's session (CANCELLED). Inside an interactive
-allocation the script runs with the system's own launcher and the allocation's nodefile.
+It writes a nodefile and a job id (``local-<pid>``), records what proves the job's process is
+the job (pid, start time, run directory: :mod:`identity`), enforces the walltime with
+``timeout`` (TIMEOUT), records the exit status in a file (so another process re-attaching sees
+the end) and cancels by signalling the job's own processes (CANCELLED). A job whose process is
+gone without an exit record is LOST; a pid that now names another process is never signalled
+nor waited on. Inside an interactive allocation the script runs with the system's own
+launcher and the allocation's nodefile.
 """
 
 from __future__ import annotations
@@ -15,18 +18,25 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
+import psutil
+
+from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import CANCEL_MARK, Status, check_allocation, job_environment
+from hpcprof_kit.jobs.backends.identity import WRAPPER_NAME, ProcessIdentity, is_zombie
+from hpcprof_kit.jobs.backends.outcome import JOB_END, from_exit_code, from_record, read_job_end
 from hpcprof_kit.systems import System
 
 EXIT_FILE = "exit_code"
 TIMEOUT_EXIT = 124  # what coreutils' timeout returns when the walltime ran out
-# $1 = walltime in seconds. The exit status is written atomically once the script ends.
+CANCEL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
+# $1 = walltime in seconds. The exit status is written atomically once the script ends;
+# timeout says 137 instead of 124 when the job outlived the walltime and needed SIGKILL.
 _WRAPPER = """\
 timeout --kill-after=5 "$1" bash job.sh
 rc=$?
+if [ "$rc" -eq 137 ] && [ "$SECONDS" -ge "$1" ]; then rc=124; fi
 printf '%s\\n' "$rc" > .exit_code.part && mv .exit_code.part exit_code
 """
 
@@ -46,19 +56,6 @@ def _nodefile_hosts() -> list[str]:
     return [socket.gethostname()]
 
 
-def _session_pids(sid: int) -> list[int]:
-    """Processes in session ``sid`` (the job's wrapper started one with start_new_session)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return pids
-
-
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs and is not a zombie. A process that ends between the open and the
     read of its stat file makes the read fail with ESRCH (ProcessLookupError)."""
@@ -69,11 +66,26 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def _wrapper_exit(run_dir: Path) -> int | None:
+    try:
+        return int((run_dir / EXIT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _identity(run_dir: Path, job_id: str) -> ProcessIdentity:
+    from hpcprof_kit.jobs.rundir import RunDir
+
+    return ProcessIdentity.from_manifest(RunDir(run_dir).manifest(), job_id, run_dir)
+
+
 class LocalBackend:
     name = "local"
-    poll_interval = 0.25  # reading two small files costs nothing
+    poll_interval = 0.25  # reading a few small files costs nothing
 
     def submit(self, run_dir: Path, system: System, walltime_s: int) -> str:
+        from hpcprof_kit.jobs.rundir import RunDir
+
         if system.scheduler != "none":  # in an allocation that holds the spec's nodes
             spec_file = run_dir / "spec.json"
             nodes = json.loads(spec_file.read_text()).get("nodes", 1) if spec_file.is_file() else 1
@@ -81,7 +93,7 @@ class LocalBackend:
         (run_dir / "nodefile").write_text("\n".join(_nodefile_hosts()) + "\n")
         with open(run_dir / "stdout", "ab") as out, open(run_dir / "stderr", "ab") as err:
             proc = subprocess.Popen(
-                ["bash", "-c", _WRAPPER, "hpcprof-local-job", str(walltime_s)],
+                ["bash", "-c", _WRAPPER, WRAPPER_NAME, str(walltime_s)],
                 cwd=run_dir,
                 env=job_environment(run_dir),
                 stdin=subprocess.DEVNULL,
@@ -89,38 +101,71 @@ class LocalBackend:
                 stderr=err,
                 start_new_session=True,  # survives a kernel restart; cancel signals the session
             )
+        # Not yet reaped, so the process is there to be measured even if it already ended.
+        RunDir(run_dir).update(process=ProcessIdentity.of(proc.pid, run_dir).to_manifest())
         return f"local-{proc.pid}"
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
-        pid = int(job_id.split("-", 1)[1])
         hosts = tuple((run_dir / "nodefile").read_text().split())
-        exit_file = run_dir / EXIT_FILE
-        if not exit_file.exists():
-            _reap(pid)
-            if _alive(pid):
+        rc = _wrapper_exit(run_dir)
+        if rc is None:
+            identity = _identity(run_dir, job_id)
+            proc, why = identity.prove()
+            if proc is not None and not is_zombie(proc):
                 return Status("RUNNING", None, hosts)
-            if not exit_file.exists():
-                note = "the job's process ended without recording its exit status"
-                return Status("FAILED", None, hosts, note)
-        rc = int(exit_file.read_text().strip())
+            if proc is not None:  # proven, ended, not yet collected: collect it if ours
+                _reap(proc.pid)
+                why = f"its process ({identity.describe()}) is gone"
+            rc = _wrapper_exit(run_dir)  # it may have ended between the two reads
+            if rc is None:
+                return self._without_wrapper(run_dir, identity, why, hosts)
         if (run_dir / CANCEL_MARK).exists():
             return Status("CANCELLED", rc, hosts)
         if rc == TIMEOUT_EXIT:
             return Status("TIMEOUT", rc, hosts, "the walltime ran out")
-        return Status("COMPLETED" if rc == 0 else "FAILED", rc, hosts)
+        return from_exit_code(rc, hosts)
+
+    def _without_wrapper(
+        self, run_dir: Path, identity: ProcessIdentity, why: str, hosts: tuple[str, ...]
+    ) -> Status:
+        """The job's wrapper is gone without recording the exit: the script's own record, the
+        job's processes still running, or LOST."""
+        cancelled = (run_dir / CANCEL_MARK).exists()
+        record = read_job_end(run_dir)
+        if record is not None:
+            return from_record(record, hosts, cancelled)
+        left = identity.processes(None)
+        if left:
+            return Status(
+                "RUNNING", None, hosts, f"{why}; {len(left)} of the job's processes run on"
+            )
+        if cancelled:
+            return Status("CANCELLED", None, hosts, f"cancelled; {why}")
+        return Status(
+            "LOST", None, hosts, f"{why} and left no exit record ({EXIT_FILE}, {JOB_END})"
+        )
 
     def cancel(self, run_dir: Path, job_id: str) -> None:
-        pid = int(job_id.split("-", 1)[1])
+        if _wrapper_exit(run_dir) is not None:
+            return  # it has ended: nothing of it is left to signal
+        identity = _identity(run_dir, job_id)
+        leader, why = identity.prove()
+        if leader is not None and is_zombie(leader):
+            leader, why = None, f"its process ({identity.describe()}) is gone"
+        victims = identity.processes(leader)
+        if leader is None and not victims:
+            raise SubmitError(
+                f"cannot cancel {job_id} ({run_dir.name}): {why}; the kit signals only processes "
+                "it can prove belong to the job, so nothing was signalled"
+            )
         (run_dir / CANCEL_MARK).touch()
-        # Everything in the job's session except the wrapper, which then records the status.
-        for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
-            victims = [p for p in _session_pids(pid) if p != pid]
+        # The job's processes but not its wrapper, which then records the exit status.
+        for sig, grace in ((signal.SIGTERM, CANCEL_GRACE_S), (signal.SIGKILL, 0.0)):
             for victim in victims:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(victim, sig)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and any(_alive(p) for p in victims):
-                time.sleep(0.05)
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    victim.send_signal(sig)  # psutil refuses a pid that now names another
+            if grace:
+                _, victims = psutil.wait_procs(victims, timeout=grace)
 
 
 def _reap(pid: int) -> None:

@@ -1,5 +1,10 @@
-"""The PBS backend: ``qsub``; state from ``qstat -x -F json -f ID`` (PBS Pro) or ``qstat -f ID``
-(Torque-style clients); ``qdel``. ``job_state`` and ``Exit_status`` give the kit's state.
+"""The PBS backend: ``qsub``; state from the job's own record (``job_end.json``), then
+``qstat -x -F json -f ID`` (PBS Pro) or ``qstat -f ID`` (Torque-style clients); ``qdel``.
+
+``job_state`` says whether the job waits, runs or has finished; ``Exit_status`` how it ended:
+0-255 is the job script's exit code (128 + N: a command it ran was killed by signal N), above
+256 the job was killed by signal ``status - 256``, and a negative status is one of PBS's
+JOB_EXEC codes (the MoM could not start or keep the job; -29: the walltime ran out).
 """
 
 from __future__ import annotations
@@ -9,70 +14,151 @@ import re
 import subprocess
 from pathlib import Path
 
-from hpcprof_kit.jobs.backends import CANCEL_MARK, Status, job_environment, run_command
+from hpcprof_kit.jobs.backends import (
+    CANCEL_MARK,
+    COMMAND_TIMEOUT_S,
+    SchedulerNotAnswering,
+    Status,
+    job_environment,
+    run_command,
+)
+from hpcprof_kit.jobs.backends.outcome import (
+    ENDED,
+    decided_by_record,
+    from_exit_code,
+    judge,
+    read_job_end,
+    signal_note,
+)
 from hpcprof_kit.systems import System
 
-# PBS job_state letters -> the kit's states (F: finished in PBS Pro, C: completed in Torque).
+# PBS job_state letters (PBS Pro Reference Guide, "Job States"; C: completed in Torque).
 PBS_STATES = {
-    "Q": "QUEUED", "H": "QUEUED", "W": "QUEUED", "T": "QUEUED", "S": "QUEUED", "M": "QUEUED",
-    "R": "RUNNING", "E": "RUNNING", "B": "RUNNING", "X": "FINISHED", "F": "FINISHED",
-    "C": "FINISHED",
+    "Q": "QUEUED", "H": "QUEUED", "W": "QUEUED", "T": "QUEUED", "S": "QUEUED", "U": "QUEUED",
+    "M": "QUEUED", "R": "RUNNING", "E": "RUNNING", "B": "RUNNING",
+    "X": ENDED, "F": ENDED, "C": ENDED,
 }  # fmt: skip
 WALLTIME_EXIT = -29  # PBS Pro's JOB_EXEC_KILL_WALLTIME
+SIGNAL_BASE = 256  # Exit_status above this: killed by signal (status - 256)
+# PBS's JOB_EXEC codes (OpenPBS src/include/job.h; -24..-29 from the PBS Professional
+# Administrator's Guide, "Job Exit Status Codes") -> the kit's state and what happened.
+JOB_EXEC_CODES: dict[int, tuple[str, str]] = {
+    -1: ("FAILED", "JOB_EXEC_FAIL1: the job could not start (before its files were staged)"),
+    -2: ("FAILED", "JOB_EXEC_FAIL2: the job could not start (after its files were staged)"),
+    -3: ("FAILED", "JOB_EXEC_RETRY: the job could not start; PBS retries it"),
+    -4: ("FAILED", "JOB_EXEC_INITABT: aborted while the MoM initialised"),
+    -5: ("FAILED", "JOB_EXEC_INITRST: aborted while the MoM initialised (checkpoint)"),
+    -6: ("FAILED", "JOB_EXEC_INITRMG: aborted while the MoM initialised (checkpoint, migrate)"),
+    -7: ("FAILED", "JOB_EXEC_BADRESRT: the job's restart failed"),
+    -10: ("FAILED", "JOB_EXEC_FAILUID: invalid user or group for the job"),
+    -11: ("FAILED", "JOB_EXEC_RERUN: the job was rerun"),
+    -12: ("FAILED", "JOB_EXEC_CHKP: the job was checkpointed and killed"),
+    -13: ("FAILED", "JOB_EXEC_FAIL_PASSWORD: bad password"),
+    -14: ("FAILED", "JOB_EXEC_RERUN_SIS_FAIL: a sister MoM failed; rerun or deleted"),
+    -15: ("FAILED", "JOB_EXEC_QUERST: requeued to restart from a checkpoint"),
+    -16: ("FAILED", "JOB_EXEC_FAILHOOK_RERUN: a hook rejected the start; requeued"),
+    -17: ("FAILED", "JOB_EXEC_FAILHOOK_DELETE: a hook rejected the start; deleted"),
+    -18: ("FAILED", "JOB_EXEC_HOOK_RERUN: a hook requeued the job"),
+    -19: ("FAILED", "JOB_EXEC_HOOK_DELETE: a hook deleted the job"),
+    -20: ("FAILED", "JOB_EXEC_RERUN_MS_FAIL: the primary MoM was lost; rerun"),
+    -21: ("FAILED", "JOB_EXEC_FAIL_SECURITY: security breach in the PBS directory"),
+    -22: ("FAILED", "JOB_EXEC_HOOKERROR: a hook failed or timed out"),
+    -23: ("FAILED", "JOB_EXEC_FAIL_KRB5: no Kerberos credentials"),
+    -24: ("FAILED", "JOB_EXEC_KILL_NCPUS_BURST: killed for a burst over its ncpus"),
+    -25: ("FAILED", "JOB_EXEC_KILL_NCPUS_SUM: killed for using more than its ncpus"),
+    -26: ("FAILED", "JOB_EXEC_KILL_VMEM: killed for exceeding its vmem"),
+    -27: ("FAILED", "JOB_EXEC_KILL_MEM: killed for exceeding its mem (out of memory)"),
+    -28: ("FAILED", "JOB_EXEC_KILL_CPUT: killed for exceeding its cput"),
+    WALLTIME_EXIT: ("TIMEOUT", "JOB_EXEC_KILL_WALLTIME: the walltime ran out"),
+}
 _LINE = re.compile(r"^\s*([\w.]+) = (.*)$", re.MULTILINE)
-NO_EXIT_STATUS = "the PBS server reported no exit status"
+_FORGOTTEN = ("Unknown Job Id", "Unknown Job")
+_UNKNOWN_JOB_EXIT = 153  # PBSE_UNKJOBID as an exit status (PBS Pro and Torque wrappers)
 
 
 def job_end_exit_code(run_dir: Path) -> int | None:
     """The exit code the job script recorded itself (``job_end.json``), if it did."""
+    record = read_job_end(run_dir)
+    return None if record is None else record.exit_code
+
+
+def _qstat(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
-        return int(json.loads((run_dir / "job_end.json").read_text())["exit_code"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SchedulerNotAnswering(f"{args[0]} is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerNotAnswering(f"{' '.join(args)} gave no answer in {timeout:g} s") from None
 
 
-def _quiet(args: list[str]) -> subprocess.CompletedProcess[str] | None:
-    try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=30)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return None
+def _forgotten(done: subprocess.CompletedProcess[str]) -> bool:
+    said = done.stderr + done.stdout
+    return done.returncode == _UNKNOWN_JOB_EXIT or any(w in said for w in _FORGOTTEN)
 
 
-def _attributes(job_id: str) -> dict[str, str]:
-    """The job's attributes: PBS Pro's JSON (history included) when offered, else ``qstat -f``."""
-    done = _quiet(["qstat", "-x", "-F", "json", "-f", job_id])
-    if done is not None and done.returncode == 0 and done.stdout.lstrip().startswith("{"):
-        jobs = json.loads(done.stdout).get("Jobs", {})
-        for attrs in jobs.values():
+def attributes(job_id: str, timeout: float = COMMAND_TIMEOUT_S) -> dict[str, str] | None:
+    """The job's attributes: PBS Pro's JSON (history included) when offered, else ``qstat -f``;
+    None when the server does not know the job; SchedulerNotAnswering when it cannot be asked."""
+    done = _qstat(["qstat", "-x", "-F", "json", "-f", job_id], timeout)
+    if done.returncode == 0 and done.stdout.lstrip().startswith("{"):
+        for attrs in json.loads(done.stdout).get("Jobs", {}).values():
             return {k: str(v) for k, v in attrs.items() if not isinstance(v, dict)}
-    done = _quiet(["qstat", "-f", job_id])
-    if done is None or done.returncode != 0:
-        return {}
-    return dict(_LINE.findall(done.stdout))
+        return None
+    if _forgotten(done):
+        return None
+    done = _qstat(["qstat", "-f", job_id], timeout)  # a Torque-style client
+    if done.returncode == 0:
+        return dict(_LINE.findall(done.stdout)) or None
+    if _forgotten(done):
+        return None
+    said = (done.stderr.strip() or done.stdout.strip()).replace("\n", " ")
+    raise SchedulerNotAnswering(f"qstat failed (exit {done.returncode}): {said}")
 
 
-def state_from_attributes(attrs: dict[str, str], cancelled: bool) -> Status:
-    """The kit's state from PBS attributes (``job_state``, ``Exit_status``/``exit_status``)."""
+def from_exit_status(code: int, hosts: tuple[str, ...] = ()) -> Status:
+    """The kit's state from a finished job's ``Exit_status``.
+
+    >>> [from_exit_status(c).state for c in (0, 3, 265, -29)]
+    ['COMPLETED', 'FAILED', 'FAILED', 'TIMEOUT']
+    >>> from_exit_status(265).note
+    'Exit_status 265: killed by signal 9 (SIGKILL)'
+    """
+    if code > SIGNAL_BASE:
+        return Status(
+            "FAILED", code, hosts, f"Exit_status {code}: {signal_note(code - SIGNAL_BASE)}"
+        )
+    if code < 0:
+        state, meaning = JOB_EXEC_CODES.get(code, ("FAILED", "an unlisted JOB_EXEC code"))
+        return Status(state, code, hosts, f"Exit_status {code}: {meaning}")
+    return from_exit_code(code, hosts)
+
+
+def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Status:
+    """The kit's state from PBS attributes (``job_state``, ``Exit_status``/``exit_status``);
+    ``ENDED`` when the job finished without an exit status (Torque-style wrappers)."""
     letter = attrs.get("job_state", "")
     hosts = tuple(sorted({h.split("/")[0] for h in attrs.get("exec_host", "").split("+") if h}))
     mapped = PBS_STATES.get(letter)
-    if mapped in ("QUEUED", "RUNNING"):
+    if mapped is None:
+        raise SchedulerNotAnswering(
+            f"PBS reports job_state {letter or '(none)'!r}, which the kit does not map",
+            what="state unknown",
+        )
+    if mapped != ENDED:
         return Status(mapped, None, hosts)
     raw = attrs.get("Exit_status", attrs.get("exit_status"))
-    code = int(raw) if raw is not None and raw.lstrip("-").isdigit() else None
+    code = int(raw) if raw is not None and raw.strip().lstrip("-").isdigit() else None
     if cancelled:
         return Status("CANCELLED", code, hosts)
-    if code == WALLTIME_EXIT:
-        return Status("TIMEOUT", code, hosts, "the walltime ran out")
     if code is None:
-        # Torque-style wrappers report the end but not the exit status.
-        return Status("COMPLETED", None, hosts, NO_EXIT_STATUS)
-    return Status("COMPLETED" if code == 0 else "FAILED", code, hosts)
+        return Status(ENDED, None, hosts, "PBS reports the job finished without an exit status")
+    return from_exit_status(code, hosts)
 
 
 class PbsBackend:
     name = "pbs"
     poll_interval = 1.0
+    command_timeout = COMMAND_TIMEOUT_S
 
     def submit(self, run_dir: Path, system: System, walltime_s: int) -> str:
         done = run_command(
@@ -84,19 +170,20 @@ class PbsBackend:
         return done.stdout.strip()
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
-        attrs = _attributes(job_id)
+        record = read_job_end(run_dir)
         cancelled = (run_dir / CANCEL_MARK).exists()
-        if not attrs:
-            if cancelled:
-                return Status("CANCELLED", None, (), "cancelled; the server has forgotten the job")
-            return Status("FAILED", None, (), f"qstat no longer knows job {job_id}")
-        status = state_from_attributes(attrs, cancelled)
-        if status.note == NO_EXIT_STATUS:  # the script's own record answers instead
-            recorded = job_end_exit_code(run_dir)
-            if recorded is not None:
-                state = "COMPLETED" if recorded == 0 else "FAILED"
-                return Status(state, recorded, status.hosts, "exit code from job_end.json")
-        return status
+        try:
+            attrs = attributes(job_id, self.command_timeout)
+        except SchedulerNotAnswering:
+            own = decided_by_record(record)
+            if own is not None:
+                return own
+            raise
+        if attrs is None:
+            answer = Status(ENDED, note=f"the PBS server no longer knows job {job_id}")
+        else:
+            answer = state_from_attributes(attrs, cancelled)
+        return judge(record, answer, cancelled)
 
     def cancel(self, run_dir: Path, job_id: str) -> None:
         (run_dir / CANCEL_MARK).touch()

@@ -1,6 +1,9 @@
-"""The Slurm backend: ``sbatch --parsable``; state from ``squeue``, then ``scontrol show job``,
-then the completion records (``sacct -c``, or the jobcomp/filetxt file named by JobCompLoc);
-``scancel``.
+"""The Slurm backend: ``sbatch --parsable``; state from the job's own record (``job_end.json``),
+then ``squeue``, ``scontrol show job`` and the completion records (``sacct -c``, or the
+jobcomp/filetxt file named by JobCompLoc); ``scancel``.
+
+A Slurm command that fails or times out is "not answering" (the job keeps its last known
+state); only Slurm's "Invalid job id" means it no longer knows the job.
 """
 
 from __future__ import annotations
@@ -9,44 +12,115 @@ import re
 import subprocess
 from pathlib import Path
 
-from hpcprof_kit.jobs.backends import CANCEL_MARK, Status, job_environment, run_command
+from hpcprof_kit.jobs.backends import (
+    CANCEL_MARK,
+    COMMAND_TIMEOUT_S,
+    SchedulerNotAnswering,
+    Status,
+    job_environment,
+    run_command,
+)
+from hpcprof_kit.jobs.backends.outcome import (
+    ENDED,
+    decided_by_record,
+    judge,
+    read_job_end,
+    signal_note,
+)
 from hpcprof_kit.systems import System
 
-# Slurm's job states -> the kit's six.
-SLURM_STATES = {
-    "PENDING": "QUEUED", "CONFIGURING": "QUEUED", "REQUEUED": "QUEUED", "SUSPENDED": "QUEUED",
-    "RUNNING": "RUNNING", "COMPLETING": "RUNNING", "STAGE_OUT": "RUNNING",
-    "COMPLETED": "COMPLETED", "CANCELLED": "CANCELLED", "TIMEOUT": "TIMEOUT",
-    "FAILED": "FAILED", "NODE_FAIL": "FAILED", "OUT_OF_MEMORY": "FAILED", "BOOT_FAIL": "FAILED",
-    "DEADLINE": "TIMEOUT", "PREEMPTED": "CANCELLED",
-}  # fmt: skip
+# Every state squeue, scontrol and sacct print (squeue(1) "JOB STATE CODES", and the state
+# flags of Slurm's job_state_codes page) -> the kit's state and what to tell the user.
+SLURM_STATES: dict[str, tuple[str, str]] = {
+    "PENDING": ("QUEUED", ""),
+    "CONFIGURING": ("QUEUED", "its nodes are being configured"),
+    "POWER_UP_NODE": ("QUEUED", "its nodes are powering up"),
+    "REQUEUED": ("QUEUED", "requeued: it will run again"),
+    "REQUEUE_FED": ("QUEUED", "requeued by the federation"),
+    "REQUEUE_HOLD": ("QUEUED", "requeued and held: `scontrol release` lets it run"),
+    "SPECIAL_EXIT": ("QUEUED", "requeued and held (SPECIAL_EXIT): `scontrol release` lets it run"),
+    "RESV_DEL_HOLD": ("QUEUED", "held: its reservation was deleted"),
+    "SUSPENDED": ("QUEUED", "suspended: it keeps its place and resumes later"),
+    "RUNNING": ("RUNNING", ""),
+    "COMPLETING": ("RUNNING", "completing"),
+    "STAGE_OUT": ("RUNNING", "staging out files"),
+    "SIGNALING": ("RUNNING", "being signalled"),
+    "STOPPED": ("RUNNING", "stopped (SIGSTOP); it keeps its CPUs"),
+    "RESIZING": ("RUNNING", "changing size"),
+    "UPDATE_DB": ("RUNNING", "being recorded in the accounting database"),
+    "COMPLETED": ("COMPLETED", ""),
+    "CANCELLED": ("CANCELLED", ""),
+    "TIMEOUT": ("TIMEOUT", "the walltime ran out"),
+    "DEADLINE": ("TIMEOUT", "its deadline passed"),
+    "FAILED": ("FAILED", ""),
+    "NODE_FAIL": ("FAILED", "a node of the job failed"),
+    "BOOT_FAIL": ("FAILED", "its nodes failed to boot"),
+    "LAUNCH_FAILED": ("FAILED", "Slurm could not launch it"),
+    "RECONFIG_FAIL": ("FAILED", "its nodes could not be reconfigured"),
+    "OUT_OF_MEMORY": ("FAILED", "out of memory"),
+    "REVOKED": ("CANCELLED", "revoked: another cluster of the federation runs it"),
+    # PREEMPTED: QUEUED when Slurm requeues the job (Requeue=1), else final (state_from_fields).
+    "PREEMPTED": ("CANCELLED", "preempted by another job and not requeued"),
+}
 _FIELD = re.compile(r"(\w+)=(\S*)")
+_FORGOTTEN = "Invalid job id"  # Slurm's words for a job it no longer knows
 
 
-def _quiet(args: list[str]) -> str:
+def _ask(args: list[str], timeout: float) -> str | None:
+    """The command's output; None when Slurm says it does not know the job. A failure of any
+    other kind (no controller, a timeout, a missing command) is SchedulerNotAnswering."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=30)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SchedulerNotAnswering(f"{args[0]} is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SchedulerNotAnswering(f"{args[0]} gave no answer in {timeout:g} s") from None
+    if done.returncode == 0:
+        return done.stdout
+    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+    if _FORGOTTEN in " ".join(said):
+        return None
+    raise SchedulerNotAnswering(f"{args[0]} failed (exit {done.returncode}): {' '.join(said)}")
 
 
-def _exit_code(text: str) -> int | None:
-    # "ExitCode=3:0" -> 3 (the second number is the signal)
-    code, _, _sig = text.partition(":")
-    return int(code) if code.isdigit() else None
+def exit_code(text: str) -> int | None:
+    """Slurm's ``ExitCode=code:signal`` as a shell would say it: ``0:9`` -> 137.
+
+    >>> exit_code("3:0"), exit_code("0:9"), exit_code("")
+    (3, 137, None)
+    """
+    code, _, sig = text.partition(":")
+    if not code.isdigit():
+        return None
+    return 128 + int(sig) if sig.isdigit() and int(sig) and not int(code) else int(code)
 
 
-def _status(fields: dict[str, str]) -> Status:
+def state_from_fields(fields: dict[str, str]) -> Status:
+    """The kit's state from scontrol/sacct/jobcomp fields (``JobState``, ``ExitCode``, ...)."""
     raw = fields.get("JobState", "").split()[0] if fields.get("JobState") else ""
-    state = SLURM_STATES.get(raw, "FAILED")
+    raw = raw.split("+")[0]  # sacct: "CANCELLED by 0", squeue flags: "COMPLETING+..."
     hosts = tuple(h for h in fields.get("NodeList", "").split(",") if h and h != "(null)")
-    return Status(state, _exit_code(fields.get("ExitCode", "")), hosts)
+    if raw not in SLURM_STATES:
+        raise SchedulerNotAnswering(
+            f"Slurm reports state {raw or '(none)'!r}, which the kit does not map",
+            what="state unknown",
+        )
+    state, note = SLURM_STATES[raw]
+    if raw == "PREEMPTED" and fields.get("Requeue") == "1":
+        state, note = "QUEUED", "preempted; Slurm requeues it"
+    code = exit_code(fields.get("ExitCode", ""))
+    _, _, sig = fields.get("ExitCode", "").partition(":")
+    if state == "FAILED" and sig.isdigit() and int(sig):
+        note = "; ".join(filter(None, [note, signal_note(int(sig))]))
+    elif state == "FAILED" and code and code > 128:
+        note = "; ".join(filter(None, [note, f"exit code {code}: {signal_note(code - 128)}"]))
+    return Status(state, code if state not in ("QUEUED", "RUNNING") else None, hosts, note)
 
 
 class SlurmBackend:
     name = "slurm"
     poll_interval = 1.0
+    command_timeout = COMMAND_TIMEOUT_S
 
     def submit(self, run_dir: Path, system: System, walltime_s: int) -> str:
         done = run_command(
@@ -58,28 +132,45 @@ class SlurmBackend:
         return done.stdout.strip().split(";")[0]
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
-        live = _quiet(["squeue", "-h", "-j", job_id, "-o", "%T %N"]).split()
-        if live and live[0] in SLURM_STATES and SLURM_STATES[live[0]] in ("QUEUED", "RUNNING"):
-            return Status(SLURM_STATES[live[0]], None, tuple(live[1:2]))
-        shown = _quiet(["scontrol", "show", "job", job_id, "-o"])
+        record = read_job_end(run_dir)
+        try:
+            answer = self.ask(job_id)
+        except SchedulerNotAnswering:
+            own = decided_by_record(record)
+            if own is not None:
+                return own
+            raise
+        return judge(record, answer, (run_dir / CANCEL_MARK).exists())
+
+    def ask(self, job_id: str) -> Status:
+        """What Slurm says about the job; ``ENDED`` when it no longer knows it."""
+        live = _ask(["squeue", "-h", "-j", job_id, "-o", "%T %N"], self.command_timeout)
+        words = (live or "").split()
+        if words and words[0] in SLURM_STATES and words[0] != "PREEMPTED":
+            status = state_from_fields({"JobState": words[0], "NodeList": "".join(words[1:2])})
+            if status.state in ("QUEUED", "RUNNING"):
+                return status
+        shown = _ask(["scontrol", "show", "job", job_id, "-o"], self.command_timeout)
         if shown:
-            return _status(dict(_FIELD.findall(shown)))
+            return state_from_fields(dict(_FIELD.findall(shown)))
         record = self._completion_record(job_id)
         if record:
-            return _status(record)
-        if (run_dir / CANCEL_MARK).exists():
-            return Status("CANCELLED", None, (), "cancelled; Slurm has forgotten the job")
-        return Status("FAILED", None, (), f"Slurm no longer knows job {job_id}")
+            return state_from_fields(record)
+        return Status(ENDED, note=f"Slurm no longer knows job {job_id}")
 
     def _completion_record(self, job_id: str) -> dict[str, str]:
-        out = _quiet(["sacct", "-c", "-j", job_id, "-n", "-P", "-o", "State,ExitCode,NodeList"])
-        for line in out.splitlines():
+        try:
+            out = _ask(["sacct", "-c", "-j", job_id, "-n", "-P", "-o", "State,ExitCode,NodeList"],
+                       self.command_timeout)  # fmt: skip
+        except SchedulerNotAnswering:
+            out = None
+        for line in (out or "").splitlines():
             state, code, nodes = (line.split("|") + ["", "", ""])[:3]
             if state:
                 return {"JobState": state, "ExitCode": code, "NodeList": nodes}
         # No sacct: read the jobcomp/filetxt file itself.
-        config = dict(_FIELD.findall(_quiet(["scontrol", "show", "config"]).replace(" = ", "=")))
-        location = config.get("JobCompLoc", "")
+        config = _ask(["scontrol", "show", "config"], self.command_timeout) or ""
+        location = dict(_FIELD.findall(config.replace(" = ", "="))).get("JobCompLoc", "")
         if location.startswith("/") and Path(location).is_file():
             for line in reversed(Path(location).read_text().splitlines()):
                 fields = dict(_FIELD.findall(line))
