@@ -5,14 +5,23 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
+from must_have import missing, required
 from slurm_cluster import slurm_cluster  # noqa: F401  (fixture re-exported for every test)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
+
+# Property tests explore at random on a laptop and run the same examples in CI, so a red CI
+# run is about the change, not the draw; an example they find is kept as an explicit @example.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile("ci" if required() else "explore")
 
 
 @pytest.fixture(autouse=True)
@@ -48,10 +57,21 @@ def mpiexec() -> str:
 def shared_traces() -> Path:
     """The real third-party GPU traces beside the project (present in CI, absent in a clone)."""
     if not SHARED_TRACES.is_dir():
-        pytest.skip(
+        missing(
             f"real third-party traces not found at ../shared/traces (looked in {SHARED_TRACES})"
         )
     return SHARED_TRACES
+
+
+@pytest.fixture
+def kept_runs(request, isolated_runs: Path) -> Iterator[Path]:
+    """The runs root of a test whose run directories are its evidence (fault tests): after the
+    test they are copied to ``test-artifacts/runs/<test>/`` (gitignored), pass or fail."""
+    yield isolated_runs
+    target = REPO / "test-artifacts" / "runs" / request.node.name
+    shutil.rmtree(target, ignore_errors=True)
+    if isolated_runs.is_dir():
+        shutil.copytree(isolated_runs, target, symlinks=True)
 
 
 @pytest.fixture(scope="session")

@@ -14,16 +14,19 @@ from pathlib import Path
 import pytest
 from browser.lab import CHROMIUM, CHROMIUM_ARGS, KERNEL_NAME, JupyterLab
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (.ci/run installs it)"
-    ),
-]
+from must_have import missing
+
+pytestmark = pytest.mark.browser
 
 RUN_ALL_TIMEOUT_MS = 90_000
 STDOUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
 IMAGE = ".jp-OutputArea-output.jp-RenderedImage[data-mime-type='image/png'] img"
+
+
+@pytest.fixture(autouse=True)
+def chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        missing(f"{CHROMIUM} not installed (.ci/run installs it)")
 
 
 @pytest.fixture

@@ -40,8 +40,9 @@ def test_submit_wait_status_cancel_and_runs_table(isolated_runs):
     assert lines[0].startswith("run directory: ") and lines[1].startswith("job id: local-")
     run_dir = lines[0].split(": ", 1)[1]
     state = json.loads(kit("status", run_dir, "--json").stdout)
-    assert lines[2] == f"state: {state['state']} (exit code {state['exit_code']})"
-    assert done.returncode == (0 if state["state"] == "COMPLETED" else 1)
+    assert (state["state"], state["exit_code"]) == ("COMPLETED", 0), done.stderr
+    assert lines[2] == "state: COMPLETED (exit code 0)"
+    assert done.returncode == 0
     assert state["job_id"] == lines[1].split(": ", 1)[1]
     table = kit("runs").stdout.splitlines()
     assert table[0].split() == ["RUN", "BACKEND", "JOB", "ID", "STATE", "EXIT"]
