@@ -54,6 +54,7 @@ def synthetic_table(n_events: int, n_steps: int = 10, seed: int = 0) -> pd.DataF
             "ts_ns": np.concatenate([ts, step_ts, step_ts]),
             "dur_ns": np.concatenate([dur, np.full(2 * n_steps, step_len)]),
             "step": -1,
+            "cycle": 0,
             "corr": -1,
             "ext_id": -1,
             "device": np.where(

@@ -2,7 +2,7 @@
 
 Who each process is comes from :mod:`hpcprof_kit.ranks` (re-exported here:
 ``hpcprof_kit.dist.ranks_from_env``); :func:`distributed` turns it into an initialised process
-group and always tears it down again.
+group and tears it down again, or joins the group a script already made and leaves it up.
 
 >>> info = ranks_from_env({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1",
 ...                        "MPI_LOCALNRANKS": "2"})
@@ -316,10 +316,15 @@ def distributed(
     device: str | None = None,
     rendezvous_timeout_s: float = 60.0,
 ) -> Iterator[DistInfo]:
-    """Initialise torch.distributed for this rank, yield a :class:`DistInfo`, always tear down.
+    """Initialise torch.distributed for this rank, yield a :class:`DistInfo`, undo what it did.
 
     The local device is set before ``init_process_group``; ``MASTER_ADDR``/``MASTER_PORT``
     are restored to what they were afterwards, even on error.
+
+    Already inside a process group (your own ``init_process_group``, or an outer
+    ``distributed()``)? Then it joins that group: nothing is initialised, the device and the
+    rendezvous variables are left as they are, and on exit the group stays up for its owner
+    (:func:`join_group`). Only a group this call created is destroyed.
 
     Rendezvous: under MPI, rank 0 publishes its short host name + the system's
     ``hsn_suffix`` when that resolves to this host, else one of its IPs (one
@@ -329,13 +334,12 @@ def distributed(
     ``timeout_s`` bounds each collective.
 
     On a normal exit every rank settles the group before ``destroy_process_group()``
-    (:func:`_settle`). Building DDP (or calling ``torch.compile``) inside the block?
-    ``import torch._dynamo`` before entering it: DDP imports it on first use, and imported
-    while a group is live, torch's compiler stack keeps references that stop
-    ``destroy_process_group()`` from freeing the group, so gloo's threads live on into the
-    interpreter's exit, where one still freeing a work aborted the rank now and then
-    ("terminate called without an active exception", exit status 6 under mpiexec) after
-    all its work was done. The train app does this.
+    (:func:`_settle`). It imports ``torch._dynamo`` before creating the group, so building
+    DDP or calling ``torch.compile`` inside the block needs nothing more from you: imported
+    while a group is live (DDP does on first use), torch's compiler stack keeps references
+    that stop ``destroy_process_group()`` from freeing the group, so gloo's threads lived on
+    into the interpreter's exit, where one still freeing a work aborted the rank now and then
+    ("terminate called without an active exception", exit status 6 under mpiexec).
 
     >>> with distributed() as info:          # a single process needs no MPI
     ...     print(info.world_size, info.backend)
@@ -348,6 +352,10 @@ def distributed(
     from hpcprof_kit import device as devmod
     from hpcprof_kit.systems import detect_system, load_system
 
+    _import_dynamo()
+    if tdist.is_available() and tdist.is_initialized():
+        yield join_group(backend, device)
+        return
     ranks = ranks_from_env()
     kind = devmod.detect(device)
     local = devmod.local_device(ranks.local_rank, kind)
@@ -360,6 +368,7 @@ def distributed(
         suffix = load_system(detect_system()).hsn_suffix
         addr, port, mpi_nodes = _rendezvous(ranks, host, suffix, verify=True)
         nodes = max(mpi_nodes, ranks.nodes) if ranks.world_size > 1 else 1
+    made = False
     try:
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, port
         devmod.set_current(local)  # before init: a collective must not land on device 0
@@ -376,18 +385,67 @@ def distributed(
             store=store,
             **kwargs,
         )
+        made = True
         yield DistInfo(
             ranks.rank, ranks.local_rank, ranks.world_size, nodes, str(local), chosen, host
         )
-        _settle(tdist)
+        if tdist.is_initialized():  # the body may have destroyed it itself
+            _settle(tdist)
     finally:
-        if tdist.is_initialized():
+        if made and tdist.is_initialized():
             tdist.destroy_process_group()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def join_group(backend: str | None = None, device: str | None = None) -> DistInfo:
+    """The :class:`DistInfo` of the process group already running here (nothing is changed).
+
+    Rank, world size and backend come from the group; local rank and nodes from the
+    launcher's variables when they agree with it (else the current device's index and 1);
+    the device is the current one. A ``backend`` other than the group's is a
+    :class:`DistError`: the group cannot change backend.
+    """
+    import torch.distributed as tdist
+
+    from hpcprof_kit import device as devmod
+
+    rank, world = tdist.get_rank(), tdist.get_world_size()
+    running = str(tdist.get_backend())
+    if backend and backend not in running.split(":"):  # "cpu:gloo,cuda:nccl" lists several
+        raise DistError(
+            f"backend {backend!r} was asked for, but this process is already in a {running} "
+            f"group of {world} rank(s) (made by init_process_group before distributed()); "
+            "leave backend out to join that group, or destroy it first"
+        )
+    kind = devmod.detect(device)
+    current = _current_device(kind)
+    try:
+        env = ranks_from_env(use_mpi=False)
+    except DistError:
+        env = None
+    if env is not None and (env.rank, env.world_size) == (rank, world):
+        local_rank, nodes = env.local_rank, env.nodes
+    else:
+        local_rank, nodes = current.index or 0, 1
+    return DistInfo(rank, local_rank, world, nodes, str(current), running, socket.gethostname())
+
+
+def _current_device(kind: str) -> Any:
+    import torch
+
+    if kind in ("cpu", "mps"):
+        return torch.device(kind)
+    return torch.device(kind, getattr(torch, kind).current_device())
+
+
+def _import_dynamo() -> None:
+    """Import torch's compiler stack now, before any group exists (see :func:`distributed`)."""
+    with suppress(ImportError):
+        import torch._dynamo  # noqa: F401
 
 
 def _settle(tdist: Any) -> None:
@@ -405,6 +463,6 @@ def _settle(tdist: Any) -> None:
 
 __all__ = [
     "BACKEND_FOR_DEVICE", "DistInfo", "RankInfo", "candidate_name", "check_reachable",
-    "choose_backend", "connect_store", "distributed", "free_port", "parse_banners",
+    "choose_backend", "connect_store", "distributed", "free_port", "join_group", "parse_banners",
     "publish_address", "ranks_from_env",
 ]  # fmt: skip

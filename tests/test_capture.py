@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hpcprof_kit.profiling.capture import capture, trace_func
+from hpcprof_kit.profiling import capture, trace_func
 
 
 def names_in(path):

@@ -24,16 +24,20 @@ def test_summary_prints_per_rank_breakdown_totals(shared_traces, capsys):
     assert main(["traces", "summary", path]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["rank", "kind", "events", "steps", "wall_ms", "compute_ms",
-                                "comm_ms", "memory_ms", "host_ms", "idle_ms"]  # fmt: skip
+                                "hidden_comm_ms", "exposed_comm_ms", "memory_ms", "host_ms",
+                                "idle_ms"]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = traces.load(path)
     bd = A.step_breakdown(df)
+    overlap = A.comm_overlap(df).set_index("rank")
     for line, rank in zip(lines[1:3], (0, 1), strict=True):
         mine = bd[bd["rank"] == rank]
         fields = line.split()
         assert fields[:4] == [str(rank), "device", str((df["rank"] == rank).sum()), "2"]
-        assert float(fields[6]) == pytest.approx(mine["comm_ns"].sum() / 1e6, abs=1e-3)
+        assert float(fields[7]) == pytest.approx(mine["exposed_comm_ns"].sum() / 1e6, abs=1e-3)
+        # the CUDA trace's breakdown and overlap agree: the same exposed NCCL time
+        assert mine["exposed_comm_ns"].sum() == overlap.loc[rank, "exposed_ns"]
 
 
 @pytest.mark.shared_traces
@@ -62,7 +66,7 @@ def test_summary_json_and_top_kernels(shared_traces, capsys):
 
 
 @pytest.mark.shared_traces
-def test_plot_writes_a_png_and_merge_never_overwrites(shared_traces, tmp_path, capsys):
+def test_plot_and_merge_never_overwrite_without_force(shared_traces, tmp_path, capsys):
     for kind in ("timeline", "breakdown", "heatmap"):
         out = tmp_path / f"{kind}.png"
         assert (
@@ -70,11 +74,20 @@ def test_plot_writes_a_png_and_merge_never_overwrites(shared_traces, tmp_path, c
             == 0
         )
         assert out.read_bytes()[:4] == b"\x89PNG"
-    taken = tmp_path / "merged.json"
-    taken.write_text("keep me")
-    assert main(["traces", "merge", str(shared_traces / RANK0), "-o", str(taken)]) == 2
-    assert "exists already" in capsys.readouterr().err
-    assert taken.read_text() == "keep me"
+    capsys.readouterr()
+    for action, name in (("plot", "taken.png"), ("merge", "merged.json")):
+        taken = tmp_path / name
+        taken.write_text("keep me")
+        assert main(["traces", action, str(shared_traces / RANK0), "-o", str(taken)]) == 2
+        assert capsys.readouterr().err == (
+            f"hpcprof-kit traces: -o {taken} exists already; pick a new file name, or pass "
+            "--force to replace it\n"
+        )
+        assert taken.read_text() == "keep me"
+        assert (
+            main(["traces", action, str(shared_traces / RANK0), "-o", str(taken), "--force"]) == 0
+        )
+        assert taken.read_bytes() != b"keep me"
 
 
 def test_timings_subcommand_compute_vs_comm(tmp_path, capsys):

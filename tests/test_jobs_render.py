@@ -61,16 +61,10 @@ def test_pbs_pro_script_matches_golden_file(golden):
 
 @pytest.mark.parametrize("golden", sorted(GOLDEN_BOUND))
 def test_pbs_pro_script_with_default_binding_matches_golden_file(golden):
-    pytest.importorskip(
-        "hpcprof_kit.affinity", reason="binding plans come from hpcprof_kit.affinity"
-    )
     assert GOLDEN_BOUND[golden].render() == (GOLDEN / golden).read_text()
 
 
 def test_default_bindings_follow_the_systems_tables():
-    pytest.importorskip(
-        "hpcprof_kit.affinity", reason="binding plans come from hpcprof_kit.affinity"
-    )
     aurora = GOLDEN_BOUND["aurora_train_1x12_alcf-4core.sh"].render()
     assert (
         "--cpu-bind list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79"

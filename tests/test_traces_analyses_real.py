@@ -69,6 +69,10 @@ def test_shared_128_rank_job_ranks_side_by_side(shared_traces):
     assert (ov["comm_ns"] > 0).all()
     assert ((ov["overlap_ratio"] > 0) & (ov["overlap_ratio"] < 1)).all()
     assert (ov["hidden_ns"] + ov["exposed_ns"] == ov["comm_ns"]).all()
+    # the breakdown's parts, summed per rank, are the overlap's numbers (CUDA/NCCL trace)
+    bd = A.step_breakdown(df).groupby("rank")
+    assert ov["exposed_ns"].tolist() == bd["exposed_comm_ns"].sum().tolist()
+    assert ov["hidden_ns"].tolist() == bd["hidden_comm_ns"].sum().tolist()
     kernels = A.top_kernels(df, n=50)
     assert any(k.startswith("ncclKernel_") for k in kernels.index)
     assert kernels["self_ms"].sum() <= kernels["total_ms"].sum() + 1e-9
@@ -92,11 +96,23 @@ def test_own_cpu_traces_breakdown_overlap_and_ranks(cpu_run):
     assert_parts_add_up(bd)
     assert bd[["rank", "step"]].values.tolist() == [[0, 2], [0, 3], [1, 2], [1, 3]]
     assert set(bd["kind"]) == {"cpu"}
-    assert (bd["comm_ns"] > 0).all(), "every DDP step all-reduces gradients through gloo"
+    comm = bd["hidden_comm_ns"] + bd["exposed_comm_ns"]
+    assert (comm > 0).all(), "every DDP step all-reduces gradients through gloo"
     assert (bd["compute_ns"] > 0).all()  # (how much depends on load: a slow peer means waiting)
     assert (bd[["memory_ns", "host_ns"]] == 0).all().all()
     ov = A.comm_overlap(cpu_run)
     assert ov["rank"].tolist() == [0, 1] and (ov["comm_ns"] > 0).all()
+    assert ov["exposed_ns"].tolist() == bd.groupby("rank")["exposed_comm_ns"].sum().tolist()
+    # gloo's all-reduce (a range on the comm track) is communication: each one, clipped to its
+    # step, fits inside the rank's comm time
+    spans = A.step_spans(cpu_run).set_index(["rank", "step"])
+    gloo = cpu_run[(cpu_run["name"] == "gloo:all_reduce") & (cpu_run["step"] >= 0)]
+    win = spans.loc[list(zip(gloo["rank"], gloo["step"], strict=True))]
+    start = gloo["ts_ns"].to_numpy().clip(win["start_ns"].to_numpy(), win["end_ns"].to_numpy())
+    end = (gloo["ts_ns"] + gloo["dur_ns"]).to_numpy().clip(start, win["end_ns"].to_numpy())
+    inside = gloo.assign(inside=end - start).groupby("rank")["inside"].max()
+    assert (ov.set_index("rank")["comm_ns"] >= inside).all(), "gloo's own ranges are comm"
+    assert (inside > 0).all()
     assert ov["overlap_ratio"].between(0, 1).all()
     rs = A.rank_steps(cpu_run)
     assert rs.index.tolist() == [2, 3]

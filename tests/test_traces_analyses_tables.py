@@ -14,6 +14,7 @@ DEFAULTS = {
     "track": "cpu",
     "cat": "cpu_op",
     "step": -1,
+    "cycle": 0,
     "corr": -1,
     "ext_id": -1,
     "device": -1,

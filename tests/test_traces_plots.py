@@ -78,8 +78,20 @@ def test_breakdown_plot_draws_its_table():
     bd = A.step_breakdown(df)
     assert plot.table["compute_ms"].tolist() == (bd["compute_ns"] / 1e6).tolist()
     heights = [p.get_height() for p in plot.fig.axes[0].patches]
-    assert len(heights) == 2 * 5  # 2 (rank, step) bars x 5 parts
+    assert len(heights) == 2 * 6  # 2 (rank, step) bars x 6 parts
     assert sum(heights) == pytest.approx(plot.table["wall_ms"].sum())
+    ax = plot.fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "compute (no comm meanwhile)",
+        "hidden comm (under compute)",
+        "exposed comm (no compute)",
+        "memory copies/sets",
+        "host only (device idle)",
+        "idle",
+    ]
+    assert ax.get_title().startswith("step breakdown, compute first: comm under compute is hidden")
+    # the device step: 0.15 us of its comm runs under the gemm, 0.15 us alone
+    assert plot.table.loc[0, ["hidden_comm_ms", "exposed_comm_ms"]].tolist() == [15e-5, 15e-5]
 
 
 def test_rank_heatmap_and_same_name_plots():

@@ -95,8 +95,8 @@ def _train(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     check_args(args)
     import torch
-    import torch._dynamo  # noqa: F401  (before the process group: see dist.distributed)
     from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import record_function
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     from hpcprof_kit import device as devmod
@@ -149,17 +149,20 @@ def _train(argv: list[str] | None) -> int:
                 t_epoch, losses = time.perf_counter(), []
                 for source, target in loader:
                     t0 = time.perf_counter()
-                    source, target = source.to(dev), target.to(dev)
-                    out = model(source, target)
-                    loss = loss_fn(out, target)
-                    sync()
+                    with record_function("forward"):  # the phases, named in the trace
+                        source, target = source.to(dev), target.to(dev)
+                        out = model(source, target)
+                        loss = loss_fn(out, target)
+                        sync()
                     t1 = time.perf_counter()
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()  # DDP all-reduces gradients here
-                    sync()
+                    with record_function("backward"):
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()  # DDP all-reduces gradients here
+                        sync()
                     t2 = time.perf_counter()
-                    optimizer.step()
-                    sync()
+                    with record_function("optimizer"):
+                        optimizer.step()
+                        sync()
                     t3 = time.perf_counter()
                     prof.step()
                     if step >= args.warmup:

@@ -1,5 +1,9 @@
 """``hpcprof-kit render | submit | status | cancel | runs``: job scripts and runs from a shell.
 
+An example (``--example train``), or your own program after ``--``:
+``hpcprof-kit submit --system local --wait -- python mlp.py --lr 0.1``; ``--spec`` starts
+from a spec.json (or a run directory's) and the flags given change it.
+
 >>> from hpcprof_kit.cli import main
 >>> main(["render", "--system", "local", "--example", "seqpar"])  # doctest: +ELLIPSIS
 #!/bin/bash
@@ -17,51 +21,82 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from hpcprof_kit.errors import KitWarning, SpecError
+from hpcprof_kit.errors import KitWarning, SpecError, SubmitError
+
+# JobSpec fields the flags set; a flag not given leaves the field alone (its default, or --spec's).
+SPEC_FLAGS = ("system", "example", "nodes", "ranks_per_node", "walltime", "queue", "account",
+              "name", "profile", "tracer", "profrank", "rankcutoff", "filesystems", "binding")  # fmt: skip
+STDERR_LINES = 8  # how much of a failed run's stderr status shows
 
 
 def _spec_options(p: argparse.ArgumentParser) -> None:
+    unset = argparse.SUPPRESS  # absent from args unless given: --spec's values stay
+    p.add_argument("--spec", metavar="FILE", help="start from a spec.json (or a run directory's)")
+    p.add_argument("--system", default=unset, help="aurora, polaris, slurm or local (default)")
+    p.add_argument("--example", default=unset, help="train (default), seqpar or affinity")
+    p.add_argument("--nodes", type=int, default=unset, help="default 1")
+    p.add_argument("--ranks-per-node", type=int, default=unset, help="default 2")
+    p.add_argument("--walltime", default=unset, help="HH:MM:SS (default 00:10:00)")
+    p.add_argument("--queue", default=unset)
+    p.add_argument("--account", default=unset)
+    p.add_argument("--name", default=unset, help="job name; names your own command's run too")
     p.add_argument(
-        "--system", default="local", help="system record (aurora, polaris, slurm, local)"
+        "--profile", action="store_true", default=unset, help="run the example under torch.profiler"
     )
-    p.add_argument("--example", default="train", help="train, seqpar or affinity")
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--ranks-per-node", type=int, default=2)
-    p.add_argument("--walltime", default="00:10:00", help="HH:MM:SS")
-    p.add_argument("--queue")
-    p.add_argument("--account")
-    p.add_argument("--name")
-    p.add_argument("--profile", action="store_true", help="run the example under torch.profiler")
-    p.add_argument("--tracer", help="vendor tracer: unitrace, nsys or ncu")
+    p.add_argument("--tracer", default=unset, help="vendor tracer: unitrace, nsys or ncu")
     p.add_argument(
-        "--profrank", type=int, default=0, help="local rank the tracer traces on each node"
+        "--profrank", type=int, default=unset, help="local rank the tracer traces on each node"
     )
     p.add_argument(
-        "--rankcutoff", type=int, help="trace only global ranks below this (default: no cutoff)"
+        "--rankcutoff",
+        type=int,
+        default=unset,
+        help="trace only global ranks below this (default: no cutoff)",
     )
-    p.add_argument("--filesystems", help="':'-separated file systems (default: the system's)")
-    p.add_argument("--binding", help="binding preset (default: the system's)")
+    p.add_argument(
+        "--filesystems", default=unset, help="':'-separated file systems (default: the system's)"
+    )
+    p.add_argument("--binding", default=unset, help="binding preset (default: the system's)")
+    p.add_argument(
+        "app_command",
+        nargs="*",
+        metavar="-- CMD ARGS",
+        help="your own program and its arguments, after '--' (e.g. -- python mlp.py --lr 0.1); "
+        "words that start with '-' are extra arguments for the example instead",
+    )
 
 
 def _spec(args: argparse.Namespace):
     from hpcprof_kit.jobs import JobSpec
 
-    return JobSpec(
-        system=args.system,
-        example=args.example,
-        nodes=args.nodes,
-        ranks_per_node=args.ranks_per_node,
-        walltime=args.walltime,
-        queue=args.queue,
-        account=args.account,
-        name=args.name,
-        profile=args.profile,
-        tracer=args.tracer,
-        profrank=args.profrank,
-        rankcutoff=args.rankcutoff,
-        filesystems=args.filesystems,
-        binding=args.binding,
-    )
+    given = {key: getattr(args, key) for key in SPEC_FLAGS if hasattr(args, key)}
+    words = list(getattr(args, "app_command", None) or ())
+    if words and words[0].startswith("-"):
+        given["args"] = words  # -- --epochs 2: arguments for the example
+    elif words:
+        given["command"] = words
+    path = getattr(args, "spec", None)
+    if not path:
+        return JobSpec(**given)
+    return _spec_file(path).with_(**given)
+
+
+def _spec_file(path: str):
+    """The JobSpec in a spec.json file, or in a run directory's."""
+    from hpcprof_kit.jobs import JobSpec
+
+    target = Path(path) / "spec.json" if Path(path).is_dir() else Path(path)
+    try:
+        text = target.read_text()
+    except OSError as exc:
+        raise SpecError(
+            f"--spec {path}: cannot read {target} ({exc.strerror}); pass a spec.json file or "
+            "a run directory holding one"
+        ) from None
+    try:
+        return JobSpec.from_json(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"--spec {path}: {target} is not JSON ({exc}); pass a spec.json") from None
 
 
 @contextlib.contextmanager
@@ -127,23 +162,55 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_path(text: str) -> Path:
+    """A run directory from its path, or from its name (what ``hpcprof-kit runs`` prints)
+    under the runs root."""
+    from hpcprof_kit.paths import runs_root
+
+    if Path(text).is_dir():
+        return Path(text)
+    root = runs_root()
+    if "/" not in text and (root / text).is_dir():
+        return root / text
+    raise SubmitError(
+        f"no run directory {text!r} here or under the runs root {root}; pass the path that "
+        "submit printed, or a name that 'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to "
+        "the runs root it was made under)"
+    )
+
+
+def failure_lines(run_dir: Path, n: int = STDERR_LINES) -> list[str]:
+    """The last ``n`` non-empty lines of a run's stderr, for a failed status."""
+    try:
+        text = (run_dir / "stderr").read_text(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-n:]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
 
-    job = Job.from_run_dir(args.run_dir)
+    job = Job.from_run_dir(run_path(args.run_dir))
     job.refresh()
     data = job.manifest
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print(f"{data['state']}  job {data['job_id']}  exit code {data.get('exit_code')}")
+        return 0
+    print(f"{data['state']}  job {data['job_id']}  exit code {data.get('exit_code')}")
+    if data["state"] in ("FAILED", "TIMEOUT", "CANCELLED"):
+        lines = failure_lines(job.run_dir)
+        if lines:
+            many = f"{len(lines)} lines" if len(lines) > 1 else "line"
+            print(f"stderr (last {many}, {job.run_dir / 'stderr'}):")
+            print("\n".join(f"  {line}" for line in lines))
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
 
-    state = Job.from_run_dir(args.run_dir).cancel()
+    state = Job.from_run_dir(run_path(args.run_dir)).cancel()
     print(state)
     return 0
 
@@ -168,25 +235,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("render", help="print the job script for a spec (or --all DIR)")
+    p = sub.add_parser(
+        "render",
+        help="print the job script for a spec (or --all DIR)",
+        description="Print the job script: an example, or your own program after '--' "
+        "(hpcprof-kit render --system local -- python mlp.py).",
+    )
     _spec_options(p)
     p.add_argument("-o", "--output", help="write the script to FILE instead of stdout")
     p.add_argument("--all", metavar="DIR", help="write every ready script into DIR (jobs/)")
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("submit", help="submit a job; prints its run directory and job id")
+    p = sub.add_parser(
+        "submit",
+        help="submit a job; prints its run directory and job id",
+        description="Submit an example, or your own program after '--' "
+        "(hpcprof-kit submit --system local --wait -- python mlp.py).",
+    )
     _spec_options(p)
     p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"))
     p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless COMPLETED")
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("status", help="state of a run (from its run directory)")
-    p.add_argument("run_dir")
+    p = sub.add_parser("status", help="state of a run (from its run directory or its name)")
+    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
     p.add_argument("--json", action="store_true", help="the manifest as JSON")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("cancel", help="cancel a run (from its run directory)")
-    p.add_argument("run_dir")
+    p = sub.add_parser("cancel", help="cancel a run (from its run directory or its name)")
+    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("runs", help="a table of the runs under the runs root")

@@ -2,7 +2,7 @@
 
 >>> from hpcprof_kit.cli import main
 >>> main(["traces", "summary", "runs/x/traces"])      # doctest: +SKIP
-rank  kind  events  steps  wall_ms  compute_ms  comm_ms  memory_ms  host_ms  idle_ms
+rank kind events steps wall_ms compute_ms hidden_comm_ms exposed_comm_ms memory_ms host_ms idle_ms
 ...
 """
 
@@ -12,12 +12,19 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 
 PLOTS = ("timeline", "breakdown", "heatmap")
+NOTHING_TO_RANK = {
+    "op": "no ops in this trace",
+    "kernel": "no kernels in this trace (top kernels need device events)",
+    "range": "no record_function ranges in this trace; wrap code in record_function('name'), "
+    "@trace_func or capture('name') (hpcprof_kit.profiling) and profile again",
+}
 NAME_WIDTH = 60
 
 
-PATH_HELP = "trace files, traces/ folders or globs (all ranks of one run)"
+PATH_HELP = "a run directory, trace files, traces/ folders or globs (all ranks of one run)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,9 +41,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(func=cmd_summary)
 
-    t = sub.add_parser("top", help="the ops or kernels with the most self time")
+    t = sub.add_parser("top", help="the ops, kernels or record_function ranges with the most time")
     t.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
-    t.add_argument("--by", choices=("op", "kernel"), default="op")
+    t.add_argument(
+        "--by",
+        choices=("op", "kernel", "range"),
+        default="op",
+        help="op (default), kernel, or range: your record_function ranges",
+    )
     t.add_argument("-n", type=int, default=20, help="rows (default 20)")
     t.set_defaults(func=cmd_top)
 
@@ -44,11 +56,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     g.add_argument("-o", "--output", required=True, help="image file (.png, .svg, .pdf)")
     g.add_argument("--kind", choices=PLOTS, default="timeline")
+    g.add_argument("--force", action="store_true", help="replace the image if it exists")
     g.set_defaults(func=cmd_plot)
 
     m = sub.add_parser("merge", help="one chrome trace of every rank, for ui.perfetto.dev")
     m.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
-    m.add_argument("-o", "--output", required=True, help="merged .json file (must not exist)")
+    m.add_argument("-o", "--output", required=True, help="merged .json file")
+    m.add_argument("--force", action="store_true", help="replace the merged file if it exists")
     m.add_argument(
         "--align",
         choices=("steps", "absolute"),
@@ -111,12 +125,17 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from hpcprof_kit.traces.analyses import top_kernels, top_ops
+    from hpcprof_kit.traces.analyses import top_kernels, top_ops, user_ranges
 
     df = _load(args.path)
-    table = (top_ops if args.by == "op" else top_kernels)(df, n=args.n)
+    if args.by == "range":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said below, in the CLI's words
+            table = user_ranges(df, n=args.n)
+    else:
+        table = (top_ops if args.by == "op" else top_kernels)(df, n=args.n)
     if table.empty:
-        print(f"no {args.by}s in this trace (top kernels need device events)")
+        print(NOTHING_TO_RANK[args.by])
         return 1
     # C++ kernel names run to thousands of characters; the table shows their start
     table.index = [
@@ -137,20 +156,28 @@ def cmd_plot(args: argparse.Namespace) -> int:
         "breakdown": plots.plot_breakdown,
         "heatmap": plots.plot_rank_heatmap,
     }
+    _refuse_existing(args.output, args.force)
     result = draw[args.kind](_load(args.path))
     print(result.save(args.output))
     return 0
 
 
-def cmd_merge(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+def _refuse_existing(output: str, force: bool) -> None:
+    """plot and merge alike: an existing output is replaced only with --force."""
     from hpcprof_kit.errors import SpecError
 
-    if Path(args.output).exists():
+    if Path(output).exists() and not force:
         raise SpecError(
-            f"-o {args.output} exists already; pick a new file name (nothing is overwritten)"
+            f"-o {output} exists already; pick a new file name, or pass --force to replace it"
         )
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from hpcprof_kit.errors import SpecError
+
+    _refuse_existing(args.output, args.force)
+    if args.force:
+        Path(args.output).unlink(missing_ok=True)
     try:
         from hpcprof_kit.traces import merge_to_chrome
     except (ImportError, AttributeError) as exc:

@@ -196,7 +196,7 @@ def template_values(spec: JobSpec) -> dict[str, object]:
     queue = spec.queue if spec.queue is not None else sysrec.default_queue
     what = EXAMPLES[spec.example].about if spec.command is None else "a custom command"
     return {
-        "title": f"{spec.example} on {sysrec.name}: {what}",
+        "title": f"{spec.label} on {sysrec.name}: {what}",
         "system": shlex.quote(sysrec.name),
         "name": spec.job_name,
         "nodes": spec.nodes,

@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,52 @@ _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")  # queue, account
 _FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
+# A custom command's script: the word that names its run; a relative one is made absolute.
+SCRIPT_SUFFIXES = (".py", ".sh")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def script_label(command: tuple[str, ...]) -> str:
+    """What a custom command's run is called: its script's stem, the module after ``-m``,
+    else the program's name (characters a file name cannot take become ``_``).
+
+    >>> script_label(("python", "/home/me/mlp.py", "--lr", "0.1"))
+    'mlp'
+    >>> script_label(("python3", "-m", "mypkg.train")), script_label(("./a.out",))
+    ('train', 'a.out')
+    """
+    words = [str(w) for w in command]
+    for i, word in enumerate(words):
+        if i and words[i - 1] == "-m":
+            return _UNSAFE.sub("_", word.rsplit(".", 1)[-1]) or "command"
+        if not word.startswith("-") and word.endswith(SCRIPT_SUFFIXES):
+            return _UNSAFE.sub("_", os.path.basename(word)[: -len(os.path.splitext(word)[1])])
+    return _UNSAFE.sub("_", os.path.basename(words[0]) if words else "") or "command"
+
+
+def absolute_paths(words: tuple[str, ...], cwd: str | None = None) -> tuple[str, ...]:
+    """Words naming a script or a path that exists relative to ``cwd`` (default: here),
+    made absolute: the job runs in its run directory, where the relative name finds nothing.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); _ = open(os.path.join(d, "mlp.py"), "w").close()
+    >>> words = absolute_paths(("python", "mlp.py", "--out", "mlp.py.bak"), cwd=d)
+    >>> words[1] == os.path.join(d, "mlp.py"), words[3]
+    (True, 'mlp.py.bak')
+    """
+    base = cwd or os.getcwd()
+    out = []
+    for word in words:
+        if not isinstance(word, str):  # validate() names it
+            out.append(word)
+            continue
+        pathlike = "/" in word or word.endswith(SCRIPT_SUFFIXES)
+        if pathlike and not word.startswith(("-", "/", "$", "~")) and "=" not in word:
+            candidate = os.path.join(base, word)
+            if os.path.isfile(candidate):
+                word = os.path.normpath(candidate)
+        out.append(word)
+    return tuple(out)
 
 
 def walltime_seconds(text: str) -> int:
@@ -66,7 +113,7 @@ class JobSpec:
     name: str | None = None
     setup: tuple[str, ...] | None = None  # None -> the system's setup lines
     binding: str | None = None  # preset name; None -> the system's default
-    profile: bool = False
+    profile: bool = False  # the example's --profile flag; refused with a command of your own
     tracer: str | None = None
     profrank: int = 0
     rankcutoff: int | None = None
@@ -85,6 +132,9 @@ class JobSpec:
                 )
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, key, tuple(value))
+        if self.command is not None:  # resolved now, where the relative names mean something
+            object.__setattr__(self, "command", absolute_paths(self.command))
+            object.__setattr__(self, "args", absolute_paths(self.args))
         object.__setattr__(self, "env", dict(self.env or {}))
         self._apply_workshop()
 
@@ -107,34 +157,54 @@ class JobSpec:
         return self.nodes * self.ranks_per_node
 
     @property
+    def label(self) -> str:
+        """What names the run directory and the script's first line: the example, or for a
+        custom command ``name`` (else its script, :func:`script_label`)."""
+        if self.command is None:
+            return self.example
+        return self.name or script_label(self.command)
+
+    @property
     def job_name(self) -> str:
-        return self.name or f"hpcprof-{self.example}"
+        return self.name or f"hpcprof-{self.label}"
 
     def system_record(self) -> System:
         return load_system(self.system)
 
     def full_command(self) -> tuple[str, ...]:
         """The application command line each rank runs (without launcher or tracer)."""
-        base = self.command if self.command is not None else EXAMPLES[self.example].command
+        if self.command is not None:  # your own program: nothing of an example's is added
+            return tuple(self.command) + tuple(self.args)
         flags = EXAMPLES[self.example].profile_flags if self.profile else ()
-        return tuple(base) + tuple(flags) + tuple(self.args)
+        return EXAMPLES[self.example].command + tuple(flags) + tuple(self.args)
 
     # ---- validation -----------------------------------------------------------------------
     def validate(self) -> JobSpec:
         """Check every field against the system record; returns self or raises SpecError."""
         sysrec = self.system_record()
         where = f"on {sysrec.name} ({sysrec.source})"
-        if self.command is None and self.example not in EXAMPLES:
+        if self.example not in EXAMPLES:
             raise SpecError(
-                f"example {self.example!r} is unknown (known: {', '.join(EXAMPLES)}); "
-                "pick one of them or pass command=[...]"
+                f"example {self.example!r} is unknown (known: {', '.join(EXAMPLES)}); pick one "
+                "of them, or run your own program: command=[...] in Python, '-- CMD ARGS' "
+                "after hpcprof-kit render/submit (name='...' or --name names its run)"
             )
         if self.command is not None and not self.command:
             raise SpecError("command is empty; pass the program and its arguments as a list")
+        if self.command is not None and self.profile:
+            raise SpecError(
+                f"profile=True adds the {self.example} example's "
+                f"{' '.join(EXAMPLES[self.example].profile_flags)} flag, but command "
+                f"{list(self.command)!r} is your own program; leave profile "
+                "off and profile inside your script (hpcprof_kit.profiling.make_profiler), or "
+                "put your program's own flag into command or args"
+            )
         for key in ("command", "args"):
             for word in getattr(self, key) or ():
                 if not isinstance(word, str) or "\x00" in word:
                     raise SpecError(f"{key} word {word!r} must be a string without NUL bytes")
+        if self.command is not None and sysrec.scheduler == "none":
+            self._warn_missing_script()
         if not _NAME.match(self.job_name):
             raise SpecError(
                 f"name {self.job_name!r} is not safe for the scheduler and the shell: use 1-64 "
@@ -195,6 +265,27 @@ class JobSpec:
             if "\n" in line or "\x00" in line:
                 raise SpecError(f"setup line {line!r} must be one line of shell")
         return self
+
+    def _warn_missing_script(self) -> None:
+        """A relative script that is not here will not be in the run directory either."""
+        import warnings
+
+        from hpcprof_kit.errors import KitWarning
+
+        words = (*(self.command or ()), *self.args)
+        local = ("-", "/", "$", "~")  # flags, absolute paths and ones the shell expands
+        for word in words:
+            if word.endswith(SCRIPT_SUFFIXES) and not word.startswith(local):
+                if os.path.isfile(word):
+                    continue
+                warnings.warn(
+                    f"command word {word!r} names no file in {os.getcwd()}, and the job "
+                    "runs in its run directory; give the script's absolute path (a "
+                    "relative one is made absolute only when the file is where you are)",
+                    KitWarning,
+                    stacklevel=3,
+                )
+                return
 
     def _check_ints(self, sysrec: System, queue: QueueLimits, where: str) -> None:
         lo, hi = queue.min_nodes, queue.max_nodes

@@ -8,10 +8,11 @@ Files it writes (the run directory contract in docs/architecture.md):
 - ``<tables_dir>/<same stem>.txt`` — ``key_averages().table()`` sorted by self device time
   (self CPU time when only the CPU is profiled).
 
-``trace_dir`` defaults to ``$HPCPROF_RUN_DIR/traces`` (else ``./traces``) and ``tables_dir`` to
-the ``tables/`` beside it. Each file is written to a hidden ``.partial/`` folder first and then
-renamed, so a rank that crashes while exporting never leaves a torn file and never touches the
-other ranks' files.
+``trace_dir`` defaults to ``$HPCPROF_RUN_DIR/traces`` (else ``./traces``); ``tables_dir`` to the
+``tables/`` beside a folder named ``traces`` (a run directory's layout), else to ``tables/``
+inside the trace folder you gave (:func:`default_tables_dir`). Each file is written to a hidden
+``.partial/`` folder first and then renamed, so a rank that crashes while exporting never leaves
+a torn file and never touches the other ranks' files.
 
 >>> import torch
 >>> prof = make_profiler(schedule={"wait": 0, "warmup": 1, "active": 1}, rank=0, world_size=1,
@@ -26,10 +27,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcprof_kit.errors import SpecError
+from hpcprof_kit.errors import KitWarning, SpecError
 from hpcprof_kit.paths import current_run_dir
 from hpcprof_kit.profiling.schedule import Schedule, as_schedule
 from hpcprof_kit.profiling.select import parse_activities, rank_is_selected
@@ -38,6 +41,9 @@ from hpcprof_kit.profiling.select import parse_activities, rank_is_selected
 SORT_DEVICE = "self_device_time_total"
 SORT_CPU = "self_cpu_time_total"
 TABLE_ROWS = 40
+# torch's note when a second cycle starts; misleading here, where each cycle has its own file
+CLEARS_EVENTS = "Warning: Profiler clears events at the end of each cycle"
+PROBE_STEPS = 10_000  # how far a schedule callable of your own is searched for its first record
 
 
 def trace_name(prefix: str, rank: int, world_size: int, cycle: int = 0, gzip: bool = False) -> str:
@@ -58,14 +64,29 @@ def default_trace_dir() -> Path:
     return (run_dir if run_dir else Path.cwd()) / "traces"
 
 
+def default_tables_dir(trace_dir: str | os.PathLike[str]) -> Path:
+    """Where the summary tables go: beside a ``traces`` folder (a run directory's ``tables/``),
+    else inside the trace folder, so they never land in a folder you did not name.
+
+    >>> default_tables_dir("runs/x/traces").as_posix()
+    'runs/x/tables'
+    >>> default_tables_dir("/scratch/mlp").as_posix()
+    '/scratch/mlp/tables'
+    """
+    path = Path(trace_dir)
+    return path.parent / "tables" if path.name == "traces" else path / "tables"
+
+
 class TraceWriter:
     """The ``on_trace_ready`` handler: writes one trace (and its summary table) per cycle."""
 
     def __init__(self, trace_dir: Path, tables_dir: Path, prefix: str, rank: int,
-                 world_size: int, gzip: bool, sort_by: str) -> None:  # fmt: skip
+                 world_size: int, gzip: bool, sort_by: str,
+                 then: Callable[[Any], None] | None = None) -> None:  # fmt: skip
         self.trace_dir, self.tables_dir = trace_dir, tables_dir
         self.prefix, self.rank, self.world_size = prefix, rank, world_size
         self.gzip, self.sort_by = gzip, sort_by
+        self.then = then  # your own on_trace_ready, called after the kit's files are written
         self.cycle = 0
         self.written: list[Path] = []
 
@@ -93,6 +114,8 @@ class TraceWriter:
         (self.tables_dir / f"{stem}.txt").write_text(table + "\n")
         with contextlib.suppress(OSError):  # another rank may still be exporting into it
             partial.rmdir()
+        if self.then is not None:
+            self.then(prof)
 
 
 class RankProfiler:
@@ -113,9 +136,11 @@ class RankProfiler:
         emit_itt: bool = False,
         first_step: int = 0,
         last_step: int | None = None,
+        first_record: tuple[int | None, str] = (None, ""),
     ) -> None:
         self.profile = profile
         self.writer = writer
+        self.first_record = first_record  # (first recorded step, how the schedule gets there)
         # Opening late means resuming torch's step counter; a build without it opens at once.
         aligned = all(hasattr(profile, a) for a in ("step_num", "current_action", "schedule"))
         self.first_step = first_step if aligned else 0
@@ -154,12 +179,32 @@ class RankProfiler:
         finally:
             if self._itt is not None:
                 self._itt.__exit__(*exc)
+        if exc[0] is None and not self.writer.written:
+            warnings.warn(self.no_trace_note(), KitWarning, stacklevel=2)
+
+    def no_trace_note(self) -> str:
+        """Why this rank wrote no trace: where the schedule first records, and the step count."""
+        first, how = self.first_record
+        calls = f"prof.step() was called {self.steps} time{'s' if self.steps != 1 else ''}"
+        where = f"rank {self.writer.rank} wrote no trace"
+        if first is None:
+            return (
+                f"{where}: your schedule records none of the first {PROBE_STEPS} steps and "
+                f"{calls}; check the schedule callable"
+            )
+        return (
+            f"{where}: the schedule first records step {first} ({how}), but {calls}; call "
+            f"prof.step() once per iteration inside the with block and run more than {first} "
+            "steps, or shorten the schedule"
+        )
 
     def step(self) -> None:
         if self.closed:
             return
         if self.opened:
-            self.profile.step()
+            with warnings.catch_warnings():  # each cycle has its own file here: nothing is lost
+                warnings.filterwarnings("ignore", message=CLEARS_EVENTS)
+                self.profile.step()
         self.steps += 1
         if not self.opened and self.steps >= self.first_step:
             self._open()
@@ -211,8 +256,8 @@ def emit_itt_requested(env: dict[str, str] | None = None) -> bool:
 
 
 def make_profiler(
-    schedule: Schedule | dict[str, int] | None = None,
-    activities: str | list[str] = "auto",
+    schedule: Schedule | dict[str, int] | Callable[[int], Any] | None = None,
+    activities: str | list[Any] | Any = "auto",
     *,
     record_shapes: bool = False,
     profile_memory: bool = False,
@@ -226,12 +271,20 @@ def make_profiler(
     ranks: str | list[int] = "all",
     prefix: str = "trace",
     gzip: bool = False,
+    on_trace_ready: Callable[[Any], None] | None = None,
 ) -> RankProfiler | NoProfiler:
     """A profiler for this rank, or a do-nothing stand-in when ``ranks`` leaves this rank out.
 
-    ``ranks``: ``"all"``, ``"first-local"`` (local rank 0 of each node) or a list such as
-    ``"0,3"`` / ``[0, 3]``. ``activities``: ``"auto"`` (CPU + the accelerator present) or a
-    comma list of ``cpu``, ``cuda``, ``xpu``.
+    ``schedule``: a :class:`Schedule`, a dict of its fields, or torch's own
+    ``torch.profiler.schedule(...)`` (any other ``step -> ProfilerAction`` callable works too;
+    the profiler then stays open from the first step). ``ranks``: ``"all"``,
+    ``"first-local"`` (local rank 0 of each node) or a list such as ``"0,3"`` / ``[0, 3]``.
+    ``activities``: ``"auto"`` (CPU + the accelerator present), a comma list of ``cpu``,
+    ``cuda``, ``xpu``, or ``torch.profiler.ProfilerActivity`` values. ``on_trace_ready``: your
+    handler (e.g. ``torch.profiler.tensorboard_trace_handler(dir)``), called for each trace
+    after the kit wrote its own file. A profiler that closes without having written a trace
+    warns (:class:`~hpcprof_kit.errors.KitWarning`), naming the first recorded step and how
+    many ``step()`` calls it saw.
 
     >>> prof = make_profiler(rank=1, world_size=2, ranks="0")
     >>> prof.enabled
@@ -239,34 +292,56 @@ def make_profiler(
     """
     import torch.profiler
 
-    sched = as_schedule(schedule)
     itt = emit_itt_requested()
     if not rank_is_selected(ranks, rank, world_size, local_rank):
         return NoProfiler(emit_itt=itt)
+    sched, first_step, last_step, first_record = _schedule_plan(schedule)
     acts = parse_activities(activities)
     torch_acts = [getattr(torch.profiler.ProfilerActivity, a.upper()) for a in acts]
     tdir = Path(trace_dir) if trace_dir is not None else default_trace_dir()
-    bdir = Path(tables_dir) if tables_dir is not None else tdir.parent / "tables"
+    bdir = Path(tables_dir) if tables_dir is not None else default_tables_dir(tdir)
     if not prefix or "/" in prefix or prefix.endswith("-"):
         raise SpecError(
             f"trace prefix {prefix!r} cannot name a file; use letters, digits and '_' (e.g. 'trace')"
         )
     sort_by = SORT_DEVICE if any(a != "cpu" for a in acts) else SORT_CPU
-    writer = TraceWriter(tdir, bdir, prefix, rank, world_size, gzip, sort_by)
+    writer = TraceWriter(tdir, bdir, prefix, rank, world_size, gzip, sort_by, on_trace_ready)
     tdir.mkdir(parents=True, exist_ok=True)
     profile = torch.profiler.profile(
         activities=torch_acts,
-        schedule=sched.torch_schedule(),
+        schedule=sched,
         on_trace_ready=writer,
         record_shapes=record_shapes,
         profile_memory=profile_memory,
         with_stack=with_stack,
         with_flops=with_flops,
     )
-    cycles = sched.repeat * (sched.wait + sched.warmup + sched.active)
+    return RankProfiler(profile, writer, itt, first_step, last_step, first_record)
+
+
+def _schedule_plan(schedule: Any) -> tuple[Any, int, int | None, tuple[int | None, str]]:
+    """(torch schedule callable, step to open at, step after which to close or None,
+    (first recorded step, how the schedule gets there)) for any accepted ``schedule``."""
+    import torch.profiler
+
+    if callable(schedule) and not isinstance(schedule, Schedule):
+        from hpcprof_kit.profiling.schedule import from_torch
+
+        if from_torch(schedule) is None:  # your own callable: open at once, never close early
+            record = (torch.profiler.ProfilerAction.RECORD,
+                      torch.profiler.ProfilerAction.RECORD_AND_SAVE)  # fmt: skip
+            first = next((n for n in range(PROBE_STEPS) if schedule(n) in record), None)
+            return schedule, 0, None, (first, "your schedule callable")
+    sched = as_schedule(schedule)
+    cycles = sched.repeat * sched.cycle_length
     last_step = sched.skip_first + cycles if sched.repeat > 0 else None
-    first_step = sched.skip_first + sched.wait
-    return RankProfiler(profile, writer, emit_itt=itt, first_step=first_step, last_step=last_step)
+    how = f"skip_first={sched.skip_first} + wait={sched.wait} + warmup={sched.warmup}"
+    return (
+        sched.torch_schedule(),
+        sched.skip_first + sched.wait,
+        last_step,
+        (sched.first_recorded_step(), how),
+    )
 
 
 def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str | None:

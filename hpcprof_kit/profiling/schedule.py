@@ -98,21 +98,52 @@ class Schedule:
         return self.skip_first + self.wait + self.warmup
 
 
+FIELDS = ("wait", "warmup", "active", "repeat", "skip_first")
+
+
+def from_torch(fn: Any) -> Schedule | None:
+    """The Schedule a ``torch.profiler.schedule(...)`` callable was made with; None for any
+    other callable (or one using ``skip_first_wait``, which Schedule does not model).
+
+    >>> import torch.profiler
+    >>> from_torch(torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2))
+    Schedule(wait=1, warmup=1, active=2, repeat=2, skip_first=0)
+    >>> from_torch(lambda step: None) is None
+    True
+    """
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None or getattr(fn, "__qualname__", "") != "schedule.<locals>.schedule_fn":
+        return None
+    try:
+        values = {
+            name: cell.cell_contents for name, cell in zip(code.co_freevars, cells, strict=True)
+        }
+    except ValueError:  # an empty cell, or cells that do not match the names
+        return None
+    if not set(FIELDS) <= set(values) or values.get("skip_first_wait", 0):
+        return None
+    return Schedule(**{k: values[k] for k in FIELDS})
+
+
 def as_schedule(value: Schedule | dict[str, int] | None) -> Schedule:
-    """Accept a Schedule, a dict of its fields, or None (the default 1/1/2 x1)."""
+    """Accept a Schedule, a dict of its fields, a ``torch.profiler.schedule(...)`` callable,
+    or None (the default 1/1/2 x1)."""
     if value is None:
         return Schedule()
     if isinstance(value, Schedule):
         return value
+    if callable(value) and from_torch(value) is not None:
+        return from_torch(value)
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"wait", "warmup", "active", "repeat", "skip_first"})
+        unknown = sorted(set(value) - set(FIELDS))
         if unknown:
             raise ScheduleError(
                 f"schedule field(s) {unknown} are unknown; use wait, warmup, active, repeat, skip_first"
             )
         return Schedule(**value)
     raise ScheduleError(
-        f"schedule={value!r} is neither a Schedule nor a dict; pass Schedule(wait=1, warmup=1, active=2)"
+        f"schedule={value!r} is neither a Schedule, a dict nor torch.profiler.schedule(...); "
+        "pass Schedule(wait=1, warmup=1, active=2)"
     )
 
 

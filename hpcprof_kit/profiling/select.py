@@ -8,6 +8,8 @@ False
 
 from __future__ import annotations
 
+from typing import Any
+
 from hpcprof_kit.errors import SpecError
 
 ACTIVITY_NAMES = ("cpu", "cuda", "xpu")
@@ -81,29 +83,36 @@ def available_activities() -> list[str]:
     return found
 
 
-def parse_activities(activities: str | list[str]) -> list[str]:
-    """``"auto"`` → what is available here; else a checked list of ``cpu``/``cuda``/``xpu``.
+def parse_activities(activities: Any) -> list[str]:
+    """``"auto"`` → what is available here; else a checked list of ``cpu``/``cuda``/``xpu``,
+    given as a comma list, names, or ``torch.profiler.ProfilerActivity`` values.
 
     >>> parse_activities("auto")[0]
     'cpu'
+    >>> import torch.profiler
+    >>> parse_activities([torch.profiler.ProfilerActivity.CPU])
+    ['cpu']
     """
     if isinstance(activities, str):
         if activities.strip().lower() == "auto":
             return available_activities()
         wanted = [a.strip().lower() for a in activities.split(",") if a.strip()]
     else:
-        wanted = [str(a).strip().lower() for a in activities]
+        items = activities if isinstance(activities, (list, tuple, set)) else [activities]
+        # ProfilerActivity.CUDA has .name "CUDA"; its str() is "ProfilerActivity.CUDA"
+        wanted = [str(getattr(a, "name", a)).strip().lower() for a in items]
     unknown = [a for a in wanted if a not in ACTIVITY_NAMES]
     if unknown or not wanted:
         raise SpecError(
             f"activities {activities!r}: {unknown or 'empty'} not among {', '.join(ACTIVITY_NAMES)}; "
-            "pass 'auto' or a comma list such as 'cpu,cuda'"
+            "pass 'auto', a comma list such as 'cpu,cuda', or ProfilerActivity values"
         )
     here = available_activities()
     missing = [a for a in wanted if a not in here]
     if missing:
         raise SpecError(
             f"activities {activities!r}: {', '.join(missing)} cannot be recorded on this machine "
-            f"(available: {', '.join(here)}); use --activities auto"
+            f"(available: {', '.join(here)}); pass activities='auto' (--activities auto "
+            "on an app's command line) to record what this machine has"
         )
     return wanted

@@ -21,6 +21,7 @@ _EXPORTS = {
     "step_breakdown": "analyses",
     "top_ops": "analyses",
     "top_kernels": "analyses",
+    "user_ranges": "analyses",
     "same_name": "analyses",
     "comm_overlap": "analyses",
     "rank_steps": "analyses",

@@ -3,15 +3,18 @@
 Every number comes from interval unions (``hpcprof_kit.traces.intervals``), so nested ops and
 concurrent streams are never counted twice, and the parts of a step add up to its wall time.
 
-Priority (each instant of a step is given to the first part that covers it):
+What runs: *compute* is device kernels (device traces) or host ops outside communication, per
+thread (CPU-only traces); *communication* is device comm kernels (NCCL, oneCCL, RCCL ...) on
+device traces, gloo/c10d host work on CPU-only traces. Each instant of a step goes to one
+part, compute first (the rule of :func:`step_breakdown`, its plot's legend and
+:func:`comm_overlap`, which sums the same parts):
 
-1. ``comm``    - communication: device comm kernels (NCCL, oneCCL, RCCL ...) on device traces;
-                 gloo/c10d host work on CPU-only traces;
-2. ``compute`` - device kernels (device traces) or host ops outside communication, per thread
-                 (CPU-only traces);
-3. ``memory``  - device memory copies and sets;
-4. ``host``    - host-only: CPU ops and runtime calls while the device does nothing;
-5. ``idle``    - the rest of the step.
+1. ``compute``      - compute runs, no communication at the same time;
+2. ``hidden_comm``  - compute runs and communication too: communication hidden behind compute;
+3. ``exposed_comm`` - communication runs, no compute: the step waits for it;
+4. ``memory``       - device memory copies and sets, neither of the above;
+5. ``host``         - host-only: CPU ops and runtime calls while the device does nothing;
+6. ``idle``         - the rest of the step.
 
 A step is the ``ProfilerStep#N`` span of its rank. A rank without ProfilerStep events gets one
 pseudo step ``-1`` covering its whole trace, and the ``span`` column says so.
@@ -29,12 +32,16 @@ from hpcprof_kit.traces import intervals as iv
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-PARTS = ("compute", "comm", "memory", "host", "idle")
+PARTS = ("compute", "hidden_comm", "exposed_comm", "memory", "host", "idle")
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = "whole trace (no ProfilerStep events)"
 DEVICE_TRACKS = ("gpu", "memcpy", "memset")
 # Spans that wrap everything on a thread: counting them as work would leave no idle time.
 WRAPPER_CATS = ("Trace",)
+# record_function ranges on the cpu track label time rather than do work: the ops inside them
+# are the work, and a range around a wait is still a wait. (On the comm track they are the
+# collectives themselves, e.g. gloo:all_reduce, and stay communication.)
+RANGE_CAT = "user_annotation"
 
 
 def require_table(df: pd.DataFrame, needed: tuple[str, ...] = ("rank", "track", "ts_ns")) -> None:
@@ -98,7 +105,9 @@ def rank_sets(sub: pd.DataFrame) -> tuple[str, dict[str, tuple[np.ndarray, np.nd
     track = sub["track"].astype(str).to_numpy()
     device = sub["device"].to_numpy() if "device" in sub else np.full(len(sub), -1)
     on_device = np.isin(track, DEVICE_TRACKS) | ((track == "comm") & (device >= 0))
-    wrapper = _is_step(sub["name"]) | np.isin(sub["cat"].astype(str).to_numpy(), WRAPPER_CATS)
+    cat = sub["cat"].astype(str).to_numpy()
+    label = (cat == RANGE_CAT) & (track == "cpu")
+    wrapper = _is_step(sub["name"]) | np.isin(cat, WRAPPER_CATS) | label
     host = np.isin(track, ("cpu", "runtime", "comm")) & ~on_device & ~wrapper
     sets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if on_device.any():
@@ -128,22 +137,45 @@ def rank_sets(sub: pd.DataFrame) -> tuple[str, dict[str, tuple[np.ndarray, np.nd
 
 
 def _layers(sets: dict) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Cumulative unions in priority order: C, C+compute, +memory, +host."""
-    layers = [sets["comm"]]
-    for part in ("compute", "memory", "host"):
+    """Cumulative unions, compute first: compute, +comm, +memory, +host."""
+    layers = [sets["compute"]]
+    for part in ("comm", "memory", "host"):
         layers.append(iv.union_of(layers[-1], sets[part]))
     return layers
 
 
-def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
-    """Per rank and step: wall time split into compute, comm, memory, host and idle (ns).
+def _parts(sets: dict, layers: list, start: int, end: int) -> tuple[int, ...]:
+    """The six parts of the window ``[start, end)``, in ``PARTS`` order (they sum to its length)."""
+    covered = [iv.measure(*layer, start, end) for layer in layers]
+    comm = iv.measure(*sets["comm"], start, end)
+    exposed = covered[1] - covered[0]  # comm where no compute runs
+    hidden = comm - exposed
+    return (
+        covered[0] - hidden,
+        hidden,
+        exposed,
+        covered[2] - covered[1],
+        covered[3] - covered[2],
+        end - start - covered[3],
+    )
 
-    The five parts add up exactly to ``wall_ns``; ``kind`` says whether the rank's trace has
+
+def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and step: wall time split into the six parts of ``PARTS`` (ns).
+
+    The rule, compute first: each instant of the step goes to ``compute`` when compute runs
+    alone, to ``hidden_comm`` when compute and communication run together, to
+    ``exposed_comm`` when communication runs without compute, else to ``memory`` (copies,
+    sets), ``host`` (CPU ops and runtime calls while the device does nothing) or ``idle``.
+    So ``compute_ns + hidden_comm_ns`` is all the time compute ran, ``hidden_comm_ns +
+    exposed_comm_ns`` all the time communication ran, and only ``exposed_comm_ns`` is
+    communication the step waited for. The parts add up exactly to ``wall_ns``; summed per
+    rank they are :func:`comm_overlap`'s numbers. ``kind`` says whether the rank's trace has
     device events (``device``) or is a CPU-only trace (``cpu``).
 
     >>> from hpcprof_kit import traces                       # doctest: +SKIP
-    >>> bd = traces.step_breakdown(traces.load("runs/x/traces"))   # doctest: +SKIP
-    >>> bd[["rank", "step", "wall_ns", "compute_ns", "comm_ns", "idle_ns"]]  # doctest: +SKIP
+    >>> bd = traces.step_breakdown(traces.load("runs/x"))    # doctest: +SKIP
+    >>> bd[["rank", "step", "compute_ns", "exposed_comm_ns", "idle_ns"]]  # doctest: +SKIP
     """
     import pandas as pd
 
@@ -153,54 +185,35 @@ def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
         kind, sets = rank_sets(sub)
         layers = _layers(sets)
         for s in spans[spans["rank"] == rank].itertuples(index=False):
-            covered = [iv.measure(*layer, s.start_ns, s.end_ns) for layer in layers]
-            comm, compute = covered[0], covered[1] - covered[0]
-            memory, host = covered[2] - covered[1], covered[3] - covered[2]
-            idle = s.wall_ns - covered[3]
-            rows.append(
-                (
-                    rank,
-                    s.step,
-                    s.start_ns,
-                    s.wall_ns,
-                    compute,
-                    comm,
-                    memory,
-                    host,
-                    idle,
-                    kind,
-                    s.span,
-                )
-            )
+            parts = _parts(sets, layers, s.start_ns, s.end_ns)
+            rows.append((rank, s.step, s.start_ns, s.wall_ns, *parts, kind, s.span))
     cols = ["rank", "step", "start_ns", "wall_ns", *(f"{p}_ns" for p in PARTS), "kind", "span"]
     return pd.DataFrame(rows, columns=cols)
 
 
-def comm_overlap(df: pd.DataFrame) -> pd.DataFrame:
+def comm_overlap(data: pd.DataFrame) -> pd.DataFrame:
     """Per rank: communication time, how much of it hides behind compute, and what is exposed.
 
-    Measured over the ProfilerStep spans of the rank (its whole trace when it has none).
+    ``data`` is a trace table or a :func:`step_breakdown` result; the numbers are that
+    breakdown's parts summed over the rank's steps, so the two always agree:
+    ``comm_ns`` = hidden_comm + exposed_comm, ``hidden_ns`` = hidden_comm, ``exposed_ns`` =
+    exposed_comm, ``compute_ns`` = compute + hidden_comm (all the time compute ran), and
     ``overlap_ratio`` = hidden / comm (NaN when the rank does not communicate).
 
     >>> from hpcprof_kit import traces                       # doctest: +SKIP
-    >>> traces.comm_overlap(traces.load("runs/x/traces"))    # doctest: +SKIP
+    >>> traces.comm_overlap(traces.load("runs/x"))           # doctest: +SKIP
     """
     import pandas as pd
 
-    spans = step_spans(df)
-    rows = []
-    for rank, sub in df.groupby("rank", sort=True):
-        kind, sets = rank_sets(sub)
-        both = iv.union_of(sets["comm"], sets["compute"])
-        comm = compute = either = 0
-        for s in spans[spans["rank"] == rank].itertuples(index=False):
-            comm += iv.measure(*sets["comm"], s.start_ns, s.end_ns)
-            compute += iv.measure(*sets["compute"], s.start_ns, s.end_ns)
-            either += iv.measure(*both, s.start_ns, s.end_ns)
-        hidden = comm + compute - either
-        ratio = hidden / comm if comm else float("nan")
-        rows.append((rank, kind, comm, hidden, comm - hidden, compute, ratio))
+    bd = data if "exposed_comm_ns" in data.columns else step_breakdown(data)
     cols = ["rank", "kind", "comm_ns", "hidden_ns", "exposed_ns", "compute_ns", "overlap_ratio"]
+    rows = []
+    for rank, mine in bd.groupby("rank", sort=True):
+        hidden, exposed = int(mine["hidden_comm_ns"].sum()), int(mine["exposed_comm_ns"].sum())
+        compute = int(mine["compute_ns"].sum()) + hidden
+        comm = hidden + exposed
+        ratio = hidden / comm if comm else float("nan")
+        rows.append((rank, mine["kind"].iloc[0], comm, hidden, exposed, compute, ratio))
     return pd.DataFrame(rows, columns=cols)
 
 

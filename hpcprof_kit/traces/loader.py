@@ -8,6 +8,11 @@ Each file becomes columns in its own process (ranks load in parallel), then the 
 joined with shared categories. Ranks come from ``distributedInfo``, else the file name
 (``<prefix>-<rank>-of-<world>.json``, unitrace ``<app>.<pid>.<rank>.json``), else unitrace's
 ``RANK n`` process names, else 0 with a warning.
+
+A schedule that repeats writes one file per cycle and rank (``<prefix>-0-of-2.json``,
+``<prefix>_cycle1-0-of-2.json``, ...): they load as one run, the ``cycle`` column saying which
+file each event came from. Two files of one rank conflict only when they claim the same cycle
+or carry different prefixes (two runs).
 """
 
 from __future__ import annotations
@@ -26,27 +31,25 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from . import parts
+from .naming import check_one_run, cycle_from_file_name, rank_from_file_name
 from .parts import Part, code_dtype, join
 from .patterns import PatternList, comm_labels
 
 TRACE_SUFFIXES = (".json", ".json.gz")
-# File-name rank patterns, as data: (regex, group of the rank, group of the world size or 0).
-RANK_IN_NAME = [
-    (re.compile(r"-(\d+)-of-(\d+)\.json(\.gz)?$"), 1, 2),  # the kit's own naming
-    (re.compile(r"\.(\d+)\.(\d+)\.json(\.gz)?$"), 2, 0),  # unitrace <app>.<pid>.<rank>.json
-    (re.compile(r"rank[_-]?(\d+)(?:[_-]of[_-](\d+))?", re.IGNORECASE), 1, 2),
-]
 # What names trace files: a file, a folder, a glob, or a list of those.
 TracePaths = (
     str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]
 )
+# What marks a run directory (its traces are in traces/).
+RUN_DIR_MARKERS = ("manifest.json", "spec.json")
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _DEVICE_TRACKS = ("gpu", "comm", "memcpy", "memset", "gpu_annotation")
 
 
 def find_trace_files(path_or_dir_or_glob: TracePaths) -> list[Path]:
-    """The trace files a path names: the file itself, a folder's ``*.json[.gz]``, or a glob;
-    or a list of such paths (each must name at least one file; a file named twice counts once).
+    """The trace files a path names: the file itself, a folder's ``*.json[.gz]``, a run
+    directory's ``traces/`` folder, or a glob; or a list of such paths (each must name at
+    least one file; a file named twice counts once).
 
     >>> find_trace_files("no/such/folder")
     Traceback (most recent call last):
@@ -62,6 +65,13 @@ def find_trace_files(path_or_dir_or_glob: TracePaths) -> list[Path]:
     p = Path(text)
     if p.is_file():
         return [p]
+    if p.is_dir() and any((p / m).is_file() for m in RUN_DIR_MARKERS):
+        p = p / "traces"  # a run directory: its own .json files are not traces
+        if not p.is_dir():
+            raise TraceFormatError(
+                f"{text!r} is a run directory without a traces/ folder; run the job with "
+                "profiling on (profile=True, or make_profiler in your script) to get traces"
+            )
     if p.is_dir():
         files = [f for f in sorted(p.iterdir()) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
     else:
@@ -72,20 +82,6 @@ def find_trace_files(path_or_dir_or_glob: TracePaths) -> list[Path]:
             "them, or a glob such as 'traces/*.json.gz'"
         )
     return files
-
-
-def rank_from_file_name(name: str) -> tuple[int | None, int | None]:
-    """(rank, world size) from a trace file name, or (None, None).
-
-    >>> rank_from_file_name("train-3-of-8.json.gz"), rank_from_file_name("python.1234.5.json")
-    ((3, 8), (5, None))
-    """
-    for regex, rank_group, world_group in RANK_IN_NAME:
-        m = regex.search(name)
-        if m:
-            world = m.group(world_group) if world_group else None
-            return int(m.group(rank_group)), int(world) if world else None
-    return None, None
 
 
 def load_file(
@@ -138,16 +134,9 @@ def load(
         parsed = _load_in_workers([files[i] for i in todo], todo_keys, workers, comm_patterns)
     fresh = iter(parsed)
     found = [found[i] if i in found else next(fresh) for i in range(len(files))]
-    claimed: dict[int, Path] = {}
     for f, part in zip(files, found, strict=True):
         _emit(f, part.meta)
-        if part.rank in claimed:
-            raise TraceFormatError(
-                f"two files claim rank {part.rank}: {claimed[part.rank]} and {f}; load them "
-                "separately (they are different runs) or rename one as "
-                "<prefix>-<rank>-of-<world>.json"
-            )
-        claimed[part.rank] = f
+    check_one_run(files, found)
     return join(found)
 
 
@@ -295,6 +284,8 @@ def _parse(path: Path, comm_patterns: PatternList | None) -> Part:
     for col in ("ts_ns", "dur_ns", "corr", "ext_id", "stream"):
         columns[col] = cols[col]
     columns["step"] = _steps(trace, tracks, TRACKS)
+    meta["cycle"] = cycle_from_file_name(path.name)[1]
+    columns["cycle"] = np.full(n_events, meta["cycle"], dtype=np.int16)
     columns["device"] = cols["device"].astype(np.int32)
     meta["events"] = n_events
     if n_events == 0:

@@ -1,4 +1,4 @@
-"""Which ops and kernels dominate: top tables with self time, and slices with the same name."""
+"""Which ops, kernels and your own ranges dominate: top tables with self time, same-name slices."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces.breakdown import require_table
+from hpcprof_kit.errors import KitWarning, SpecError
+from hpcprof_kit.traces.breakdown import STEP_PREFIX, require_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # unitrace appends the launch geometry to kernel names: "gemm[SIMD32 {8; 1; 1} {64; 1; 1}]"
 _GEOMETRY = re.compile(r"\[SIMD\d*[^\]]*\]$")
 KERNEL_TRACKS = ("gpu", "comm")
+# torch.profiler's category of record_function ranges on the host (and their device mirror).
+RANGE_CAT = "user_annotation"
+DEVICE_RANGE_CAT = "gpu_user_annotation"
 
 
 def self_times(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarray:
@@ -84,7 +87,8 @@ def top_ops(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     """The host ops (``cpu_op``) that take the most self time, all ranks together.
 
     Columns: count, total_ms, self_ms (minus nested ops on the same thread), mean_us, max_us,
-    share (of all ops' self time).
+    share (of all ops' self time). Your own ``record_function`` ranges are in
+    :func:`user_ranges`.
 
     >>> from hpcprof_kit import traces                       # doctest: +SKIP
     >>> traces.top_ops(traces.load("runs/x/traces"), n=10)   # doctest: +SKIP
@@ -93,6 +97,47 @@ def top_ops(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     is_op = (df["cat"].astype(str) == "cpu_op").to_numpy() & (df["device"].to_numpy() < 0)
     sub = df[is_op & (df["dur_ns"].to_numpy() > 0)]
     return _top(sub, sub["name"].astype(str), n, "op", nested=True)
+
+
+def is_user_range(df: pd.DataFrame) -> np.ndarray:
+    """Rows that are ``record_function`` ranges on the host's cpu track: yours, and torch's
+    own (``Optimizer.step#...``); not ProfilerStep spans, not collectives (comm track)."""
+    cat = df["cat"].astype(str).to_numpy()
+    on_cpu = df["track"].astype(str).to_numpy() == "cpu"
+    step = df["name"].astype(str).str.startswith(STEP_PREFIX).to_numpy()
+    return (cat == RANGE_CAT) & on_cpu & (df["device"].to_numpy() < 0) & ~step
+
+
+def user_ranges(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
+    """Your ``record_function`` / ``trace_func`` / ``capture`` ranges, all ranks together
+    (with the ranges torch itself records, such as ``Optimizer.step#Adam.step``).
+
+    Same columns as :func:`top_ops` (``self_ms``: minus the ranges nested inside, on the
+    same thread), plus ``device_ms`` on device traces: the time the device spent inside the
+    range (torch's ``gpu_user_annotation`` copy of it). A table without ranges warns and is
+    empty.
+
+    >>> from hpcprof_kit import traces                           # doctest: +SKIP
+    >>> traces.user_ranges(traces.load("runs/x"))                # doctest: +SKIP
+    """
+    import warnings
+
+    require_table(df, ("rank", "track", "cat", "name", "ts_ns", "dur_ns", "device"))
+    sub = df[is_user_range(df) & (df["dur_ns"].to_numpy() > 0)]
+    if sub.empty:
+        warnings.warn(
+            "no record_function ranges in this trace table; wrap code in "
+            "record_function('name'), @trace_func or capture('name') (hpcprof_kit.profiling) "
+            "and profile again",
+            KitWarning,
+            stacklevel=2,
+        )
+    table = _top(sub, sub["name"].astype(str), n, "range", nested=True)
+    on_device = df[(df["cat"].astype(str) == DEVICE_RANGE_CAT).to_numpy()]
+    if len(on_device):
+        device_ns = on_device.groupby(on_device["name"].astype(str))["dur_ns"].sum()
+        table["device_ms"] = device_ns.reindex(table.index).fillna(0).to_numpy() / 1e6
+    return table
 
 
 def kernel_name(name: str) -> str:

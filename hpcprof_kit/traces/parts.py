@@ -62,8 +62,25 @@ def join(parts: list[Part]) -> Any:
             labels[col], columns[col] = _united(col, parts)
         else:
             columns[col] = np.concatenate([p.columns[col] for p in parts])
-    ranks = {p.rank: p.meta for p in sorted(parts, key=lambda p: p.rank)}
-    return _frame(columns, labels, ranks)
+    return _frame(columns, labels, rank_meta(parts))
+
+
+def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
+    """Each rank's metadata; a rank in several parts (one per schedule cycle) keeps its first
+    part's, with ``cycles`` and ``sources`` listing every part and ``events`` their sum."""
+    ranks: dict[int, dict[str, Any]] = {}
+    for p in sorted(parts, key=lambda p: (p.rank, p.meta.get("cycle", 0))):
+        if p.rank not in ranks:
+            ranks[p.rank] = dict(p.meta)
+            continue
+        meta = ranks[p.rank]
+        if "cycles" not in meta:
+            meta["cycles"], meta["sources"] = [meta.get("cycle", 0)], [meta.get("source")]
+        meta["cycles"].append(p.meta.get("cycle", 0))
+        meta["sources"].append(p.meta.get("source"))
+        meta["events"] = meta.get("events", 0) + p.meta.get("events", 0)
+        meta["warnings"] = [*meta.get("warnings", []), *p.meta.get("warnings", [])]
+    return ranks
 
 
 def _united(col: str, parts: list[Part]) -> tuple[list[str], np.ndarray]:

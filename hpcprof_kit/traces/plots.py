@@ -15,13 +15,14 @@ import numpy as np
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.traces import breakdown as bd
-from hpcprof_kit.traces.ops import same_name
+from hpcprof_kit.traces.ops import is_user_range, same_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-# lane order inside a rank, top to bottom; instants are not drawn
-LANE_TRACKS = ("cpu", "runtime", "comm", "gpu", "memcpy", "memset", "gpu_annotation")
+# lane order inside a rank, top to bottom; instants are not drawn. "annotation" is not a track:
+# it is the record_function ranges of the cpu track, drawn in a lane of their own.
+LANE_TRACKS = ("annotation", "cpu", "runtime", "comm", "gpu", "memcpy", "memset", "gpu_annotation")
 COLORS = {
     "cpu": "#4c72b0",
     "runtime": "#8172b2",
@@ -30,7 +31,10 @@ COLORS = {
     "memcpy": "#dd8452",
     "memset": "#ccb974",
     "gpu_annotation": "#937860",
+    "annotation": "#da8bc3",  # record_function ranges (cat user_annotation)
     "compute": "#55a868",
+    "hidden_comm": "#e6a3a5",
+    "exposed_comm": "#c44e52",
     "memory": "#dd8452",
     "host": "#4c72b0",
     "idle": "#dddddd",
@@ -97,8 +101,9 @@ def plot_timeline(
 ) -> Plot:
     """Ranks x tracks lanes over time, with step boundaries; sub-pixel events are merged, not hidden.
 
-    The table has one row per lane: events, bars drawn, events merged into a neighbour bar,
-    busy time in the window. The figure's title repeats the totals.
+    Your ``record_function`` ranges get a lane (and colour) of their own, ``annotation``,
+    above the ``cpu`` lane of the ops they wrap. The table has one row per lane: events, bars
+    drawn, events merged into a neighbour bar, busy time in the window. The figure's title repeats the totals.
 
     >>> from hpcprof_kit import traces                                   # doctest: +SKIP
     >>> fig, lanes = traces.plot_timeline(traces.load("runs/x/traces"))  # doctest: +SKIP
@@ -126,13 +131,17 @@ def plot_timeline(
     codes = df["track"].cat.codes.to_numpy()
     cats = list(df["track"].cat.categories)
     rank_arr = df["rank"].to_numpy()
+    ranges = is_user_range(df)
     rows, lanes = [], []
     for rank in sorted(np.unique(rank_arr).tolist()):
         in_rank = visible & (rank_arr == rank)
         for track in LANE_TRACKS:
-            if track not in cats:
+            if track == "annotation":
+                sel = in_rank & ranges
+            elif track in cats:
+                sel = in_rank & (codes == cats.index(track)) & ~ranges
+            else:
                 continue
-            sel = in_rank & (codes == cats.index(track))
             if not sel.any():
                 continue
             s, e, n = lod_bars(ts[sel], te[sel], t0, npp, min_px)
@@ -180,14 +189,27 @@ def _draw_steps(ax, steps: pd.DataFrame, lanes: list, t0: int) -> None:
             )
 
 
+# The breakdown's legend says the rule (breakdown.step_breakdown) part by part.
+PART_LABELS = {
+    "compute": "compute (no comm meanwhile)",
+    "hidden_comm": "hidden comm (under compute)",
+    "exposed_comm": "exposed comm (no compute)",
+    "memory": "memory copies/sets",
+    "host": "host only (device idle)",
+    "idle": "idle",
+}
+
+
 def _breakdown_table(data: pd.DataFrame) -> pd.DataFrame:
     return data if "idle_ns" in data.columns else bd.step_breakdown(data)
 
 
 def plot_breakdown(data: pd.DataFrame) -> Plot:
-    """Stacked bars per rank and step: compute, comm, memory, host, idle (ms).
+    """Stacked bars per rank and step: compute, hidden comm, exposed comm, memory, host, idle (ms).
 
-    ``data`` is a trace table or a ``step_breakdown`` result.
+    ``data`` is a trace table or a ``step_breakdown`` result. Compute comes first: time when
+    compute and communication run together is *hidden comm*, communication alone is *exposed
+    comm* (what the step waited for); the legend says so part by part.
 
     >>> from hpcprof_kit import traces                                   # doctest: +SKIP
     >>> fig, ms = traces.plot_breakdown(traces.load("runs/x/traces"))    # doctest: +SKIP
@@ -203,7 +225,7 @@ def plot_breakdown(data: pd.DataFrame) -> Plot:
     bottom = np.zeros(len(table))
     for part in bd.PARTS:
         values = table[f"{part}_ms"].to_numpy()
-        ax.bar(x, values, bottom=bottom, color=COLORS[part], label=part)
+        ax.bar(x, values, bottom=bottom, color=COLORS[part], label=PART_LABELS[part])
         bottom += values
     ax.set_xticks(
         x,
@@ -212,7 +234,11 @@ def plot_breakdown(data: pd.DataFrame) -> Plot:
         fontsize=8,
     )
     ax.set_ylabel("ms")
-    ax.set_title("step breakdown (parts add up to the step's wall time)", fontsize=9)
+    ax.set_title(
+        "step breakdown, compute first: comm under compute is hidden, comm alone is exposed\n"
+        "(parts add up to the step's wall time)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
     return Plot(fig, table)
 

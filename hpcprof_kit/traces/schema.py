@@ -21,6 +21,7 @@ COLUMNS: dict[str, str] = {
     "ts_ns": "int64",  # absolute start, ns
     "dur_ns": "int64",  # duration, ns (0 for instants)
     "step": "int32",  # ProfilerStep number containing the event's start, or -1
+    "cycle": "int16",  # which schedule cycle's file the event came from (<prefix>_cycle<k>-...)
     "corr": "int64",  # correlation id (launch <-> kernel), -1 if none
     "ext_id": "int64",  # External id, -1 if none
     "device": "int32",  # device index for device events, -1 for host events
@@ -40,6 +41,7 @@ TRACKS = (
 )
 
 RANK_META_KEYS = ("world_size", "backend", "device_properties", "source", "format", "warnings")
+# A rank loaded from several cycle files also has "cycles" and "sources" (one per file).
 
 
 def empty_table() -> pd.DataFrame:

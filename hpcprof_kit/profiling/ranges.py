@@ -1,4 +1,11 @@
-"""Capture ranges: mark the region to collect once, and let any of three profilers honour it.
+"""Named ranges in your code: ``record_function``, ``@trace_func`` and ``capture`` regions.
+
+(``from hpcprof_kit.profiling import capture, record_function, trace_func``: this module is
+``ranges`` so that no module shadows the ``capture`` function.)
+
+``record_function(name)`` and ``@trace_func`` put a named range into torch.profiler traces
+(``traces.user_ranges(df)`` tabulates them). ``capture(name)`` marks a region to collect once,
+and lets any of three profilers honour it.
 
 ``with capture("attention"):`` does, for whichever tool is watching:
 
@@ -35,7 +42,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def record_function(name: str):
-    """``torch.profiler.record_function(name)``: a named range in torch.profiler traces."""
+    """``torch.profiler.record_function(name)``: a named range in torch.profiler traces.
+
+    >>> with record_function("forward"):
+    ...     pass
+    """
     import torch.profiler
 
     return torch.profiler.record_function(name)
@@ -78,6 +89,7 @@ class _CaptureTraces:
             SORT_CPU,
             SORT_DEVICE,
             TraceWriter,
+            default_tables_dir,
             default_trace_dir,
         )
         from hpcprof_kit.profiling.select import available_activities
@@ -88,8 +100,9 @@ class _CaptureTraces:
             info = ranks_from_env(use_mpi=False)
             sort_by = SORT_DEVICE if len(acts) > 1 else SORT_CPU
             cls.writers[tdir] = TraceWriter(
-                tdir, tdir.parent / "tables", "capture", info.rank, info.world_size, False, sort_by
-            )
+                tdir, default_tables_dir(tdir), "capture", info.rank, info.world_size, False,
+                sort_by,
+            )  # fmt: skip
         activities = [getattr(torch.profiler.ProfilerActivity, a.upper()) for a in acts]
         return torch.profiler.profile(activities=activities), cls.writers[tdir]
 
