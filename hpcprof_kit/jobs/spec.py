@@ -80,6 +80,14 @@ def absolute_paths(words: tuple[str, ...], cwd: str | None = None) -> tuple[str,
     return tuple(out)
 
 
+def _venv_ok(venv: object) -> bool:
+    """A venv path the job script can name: one line, no quotes or expansions but $HOME/."""
+    if not isinstance(venv, str):
+        return False
+    rest = venv.removeprefix("$HOME/").removeprefix("${HOME}/")
+    return not any(c in rest for c in '\n\x00"`$')
+
+
 def walltime_seconds(text: str) -> int:
     """Seconds in an ``HH:MM:SS`` walltime.
 
@@ -254,12 +262,11 @@ class JobSpec:
                 )
             if not isinstance(value, str) or "\x00" in value:
                 raise SpecError(f"env {key}={value!r} must be a string without NUL bytes")
-        if self.venv is not None and (
-            not isinstance(self.venv, str) or any(c in self.venv for c in '\n\x00"`')
-        ):
+        if self.venv is not None and not _venv_ok(self.venv):
             raise SpecError(
-                f"venv {self.venv!r} must be a folder path on one line, without quotes or "
-                "backquotes (e.g. '$HOME/venvs/hpcprof-kit-aurora-frameworks-2025.3.1')"
+                f"venv {self.venv!r} must be a folder path on one line, without quotes, "
+                "backquotes or '$' except a leading '$HOME/' "
+                "(e.g. '$HOME/venvs/hpcprof-kit-aurora-frameworks-2025.3.1')"
             )
         for line in self.setup or ():
             if "\n" in line or "\x00" in line:

@@ -13,6 +13,7 @@ A new site is a new ``<name>.toml`` beside these (or in ``$HPCPROF_SYSTEMS_DIR``
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _HERE = Path(__file__).resolve().parent
+_SYSTEM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a file name in the systems folder, no path
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,11 @@ def system_names() -> list[str]:
 
 def load_system(name: str) -> System:
     """Load a system record by name; SystemError_ names the known systems."""
+    if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
+        raise SystemError_(
+            f"system {name!r} is not a record name (letters, digits, '.', '_' or '-'; known: "
+            f"{', '.join(system_names())}); pass one of these"
+        )
     for d in _search_dirs():
         path = d / f"{name}.toml"
         if path.is_file():
