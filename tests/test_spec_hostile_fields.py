@@ -80,3 +80,25 @@ def test_a_system_name_is_never_a_path(value):
 
     with pytest.raises(SystemError_, match="is not a record name"):
         load_system(value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("nodes", "1", "nodes '1' is not a whole number"),
+        ("nodes", True, "nodes True is not a whole number"),
+        ("ranks_per_node", "2", "ranks_per_node '2' is not a whole number"),
+        ("ranks_per_node", False, "ranks_per_node False is not a whole number"),
+    ],
+)
+def test_types_are_checked_before_ranges(field, value, message):
+    with pytest.raises(KitError, match=message):
+        JobSpec(system="local", **{field: value}).validate()
+
+
+def test_a_file_the_cli_cannot_read_is_one_line(tmp_path, capsys):
+    from hpcprof_kit.cli import main
+
+    assert main(["traces", "summary", str(tmp_path / "missing.json")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("hpcprof-kit traces: ")

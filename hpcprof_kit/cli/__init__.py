@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     except KitError as exc:
         print(f"hpcprof-kit {args.command}: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file or folder the user named: one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"hpcprof-kit {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -317,7 +317,12 @@ class JobSpec:
             limit, what = topo.physical_cores - len(topo.reserved_cores), "usable cores per node"
         else:
             limit, what = 4096, "ranks per node this kit accepts"
-        if not isinstance(self.ranks_per_node, int) or not 1 <= self.ranks_per_node <= limit:
+        if not isinstance(self.ranks_per_node, int) or isinstance(self.ranks_per_node, bool):
+            raise SpecError(
+                f"ranks_per_node {self.ranks_per_node!r} is not a whole number; pass an int, "
+                "e.g. 2 (a value from JSON or a form arrives as text)"
+            )
+        if not 1 <= self.ranks_per_node <= limit:
             raise SpecError(
                 f"ranks_per_node {self.ranks_per_node} is outside 1-{limit} ({what}) {where}; "
                 f"use at most {limit}"
