@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hpcprof_kit.doctor import Check  # the same OK/WARN/FAIL line as doctor's
-from hpcprof_kit.jobs.environment import running_venv
+from hpcprof_kit.jobs.environment import site_default_venv
 from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.systems.modules import module_for, site_modules
 
@@ -59,7 +59,7 @@ def _last_error(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def _venv_path(record: System, venv: str | None) -> str:
-    chosen = venv or running_venv() or str(record.extra.get("default_venv", ""))
+    chosen = venv or site_default_venv(record)
     return os.path.expandvars(chosen.replace("~/", "$HOME/", 1))
 
 

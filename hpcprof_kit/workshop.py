@@ -33,8 +33,8 @@ FILE_NAME = "workshop.toml"
 PROXY_KEYS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy")
 ALCF_PROXY = "http://proxy.alcf.anl.gov:3128"  # docs: aurora/getting-started-on-aurora.md, Proxy
 _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")
-_WALLTIME = re.compile(r"^\d{1,3}:[0-5]\d:[0-5]\d$")
 _ignored = False
+_loaded: dict[Path, tuple[tuple[int, int], Workshop]] = {}  # file -> (version, its workshop)
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,14 @@ class Workshop:
             if value is not None and not _WORD.match(value):
                 raise SpecError(f"{key} {value!r}{where} has characters a scheduler refuses; "
                                 "use letters, digits, '.', '_' or '-'")  # fmt: skip
-        if self.reservation_walltime is not None and not _WALLTIME.match(self.reservation_walltime):
-            raise SpecError(f"reservation_walltime {self.reservation_walltime!r}{where} is not "
-                            "HH:MM:SS; write e.g. '03:00:00'")  # fmt: skip
+        if self.reservation_walltime is not None:
+            from hpcprof_kit.jobs.spec import walltime_seconds  # the one HH:MM:SS rule
+
+            try:
+                walltime_seconds(str(self.reservation_walltime))
+            except SpecError:
+                raise SpecError(f"reservation_walltime {self.reservation_walltime!r}{where} is "
+                                "not HH:MM:SS; write e.g. '03:00:00'") from None  # fmt: skip
         for key in ("reservation_nodes", "ranks_per_node"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
@@ -141,8 +146,17 @@ def load(path: str | os.PathLike[str] | None = None) -> Workshop:
 
 
 def current() -> Workshop:
-    """The workshop in effect now (read afresh: an instructor may have just written it)."""
-    return load()
+    """The workshop in effect now. Every JobSpec asks, so a file is parsed once per version
+    (its modification time and size): an instructor's fresh edit is still seen at once."""
+    found = find_file()
+    if found is None:
+        return Workshop()
+    info = found.stat()
+    version = (info.st_mtime_ns, info.st_size)
+    cached = _loaded.get(found)
+    if cached is None or cached[0] != version:
+        cached = _loaded[found] = (version, load(found))
+    return cached[1]
 
 
 @contextmanager

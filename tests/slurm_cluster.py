@@ -45,14 +45,11 @@ class SlurmCluster:
     def wait_state(self, job_id: str, state: str, timeout: float = 60.0) -> None:
         """Until Slurm itself (squeue) shows the job in ``state``: a gate on the scheduler for
         steps only it decides (a requeued job leaving COMPLETING), not a poll of the kit."""
-        deadline = time.monotonic() + timeout
-        shown = ""
-        while time.monotonic() < deadline:
-            shown = self.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).stdout.strip()
-            if shown == state:
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"Slurm shows job {job_id} {shown or 'nowhere'}, not {state}")
+        squeue = ("squeue", "-h", "-j", job_id, "-o", "%T")
+        ok, shown = _until(lambda: self.run(*squeue, check=False).stdout.strip(),
+                           lambda s: s == state, timeout, interval=0.2)  # fmt: skip
+        if not ok:
+            raise AssertionError(f"Slurm shows job {job_id} {shown or 'nowhere'}, not {state}")
 
     @contextlib.contextmanager
     def controller_down(self) -> Iterator[None]:
@@ -111,30 +108,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _until(read, done, timeout: float, interval: float = 0.3):
+    """(reached, last answer): ask the scheduler until ``done(answer)`` or the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = read()
+        if done(answer) or time.monotonic() >= deadline:
+            return done(answer), answer
+        time.sleep(interval)
+
+
+def _controller_log(cluster: SlurmCluster) -> str:
+    return (cluster.root / "slurmctld.log").read_text(errors="replace")[-2000:]
+
+
 def _wait_controller(cluster: SlurmCluster, timeout: float = 60.0) -> None:
     """Until slurmctld answers again after a restart."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if "is UP" in cluster.run("scontrol", "ping", check=False).stdout:
-            return
-        time.sleep(0.3)
-    log = (cluster.root / "slurmctld.log").read_text(errors="replace")[-2000:]
-    raise RuntimeError(f"slurmctld did not come back; its log:\n{log}")
+    ok, _ = _until(lambda: cluster.run("scontrol", "ping", check=False).stdout,
+                   lambda out: "is UP" in out, timeout)  # fmt: skip
+    if not ok:
+        raise RuntimeError(f"slurmctld did not come back; its log:\n{_controller_log(cluster)}")
 
 
 def _wait_idle(cluster: SlurmCluster, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    state = ""
-    while time.monotonic() < deadline:
-        out = cluster.run("sinfo", "-h", "-o", "%T", check=False)
-        state = out.stdout.strip()
-        if state == "idle":
-            return
-        time.sleep(0.3)
-    log = (cluster.root / "slurmctld.log").read_text(errors="replace")[-2000:]
-    raise RuntimeError(
-        f"Slurm node never became idle (last state {state!r}); slurmctld log:\n{log}"
-    )
+    ok, state = _until(lambda: cluster.run("sinfo", "-h", "-o", "%T", check=False).stdout.strip(),
+                       lambda s: s == "idle", timeout)  # fmt: skip
+    if not ok:
+        raise RuntimeError(
+            f"Slurm node never became idle (last state {state!r}); slurmctld log:\n"
+            f"{_controller_log(cluster)}"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -281,9 +281,10 @@ def _two_ranks() -> RankInfo:
 
 
 def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist
+    from hpcprof_kit import dist, rendezvous
 
-    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=1))  # mpi4py from another MPI
+    # mpi4py from another MPI
+    monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=1))
     with pytest.raises(
         DistError,
         match=r"launcher says world size 2 \(Hydra/PMI\) but MPI says 1.*mpi4py built against",
@@ -292,18 +293,18 @@ def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
 
 
 def test_srun_without_pmi_says_which_flag_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist
+    from hpcprof_kit import dist, rendezvous
 
-    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=1))
+    monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=1))
     ranks = ranks_from_env(LAUNCHER_SETS["Slurm"], use_mpi=False)
     with pytest.raises(DistError, match=r"world size 8 \(Slurm\) but MPI says 1.*pass --mpi=pmi2"):
         dist._rendezvous(ranks, "n0", "")
 
 
 def test_mpi_that_cannot_broadcast_says_rebuild_mpi4py_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist
+    from hpcprof_kit import dist, rendezvous
 
-    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=2, broken=True))
+    monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=2, broken=True))
     with pytest.raises(
         DistError,
         match=r"MPI could not broadcast.*PMI_Barrier failed.*mpi4py must be built against the site MPI",
@@ -312,9 +313,9 @@ def test_mpi_that_cannot_broadcast_says_rebuild_mpi4py_standin_mpi(monkeypatch):
 
 
 def test_rendezvous_adds_the_high_speed_network_suffix_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist
+    from hpcprof_kit import dist, rendezvous
 
-    monkeypatch.setattr(dist, "_mpi_comm", lambda: _StandinComm(size=2))
+    monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=2))
     addr, port, nodes = dist._rendezvous(
         _two_ranks(), "x4102c5s0b0n0", ".hsn.cm.aurora.alcf.anl.gov"
     )

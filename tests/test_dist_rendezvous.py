@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from hpcprof_kit import dist
+from hpcprof_kit import dist, rendezvous
 from hpcprof_kit.dist import (
     candidate_name,
     check_reachable,
@@ -67,7 +67,7 @@ def test_resolvable_local_name_is_kept():
 
 
 def test_ranks_on_several_hosts_never_get_loopback(monkeypatch):
-    monkeypatch.setattr(dist, "_outward_address", lambda: [])  # a host with no route out
+    monkeypatch.setattr(rendezvous, "_outward_address", lambda: [])  # a host with no route out
     assert publish_address("localhost", ".invalid", same_host=True)[0] in ("127.0.0.1", "::1")
     with pytest.raises(DistError, match=r"localhost\.invalid does not resolve here.*no address "
                        r"the other ranks could reach.*fix: .*hsn_suffix"):  # fmt: skip
@@ -95,7 +95,7 @@ def _rank(rank: int):
 
 
 def test_rank_0_publishes_the_fallback_and_warns_once(monkeypatch, capsys):
-    monkeypatch.setattr(dist, "_mpi_comm", _Comm)
+    monkeypatch.setattr(rendezvous, "_mpi_comm", _Comm)
     addr, port, nodes = dist._rendezvous(_rank(0), "localhost", ".invalid", verify=True)
     ipaddress.ip_address(addr)
     assert int(port) > 0 and nodes == 1
@@ -109,7 +109,7 @@ def test_rank_0_publishes_the_fallback_and_warns_once(monkeypatch, capsys):
 
 def test_a_rank_0_without_an_address_fails_every_rank(monkeypatch, capsys):
     why = "MASTER_ADDR n0.invalid does not resolve here, and host n0 has no address"
-    monkeypatch.setattr(dist, "_mpi_comm", lambda: _Comm(root_sends=("", why, "")))
+    monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _Comm(root_sends=("", why, "")))
     with pytest.raises(DistError, match=r"rank 0 found no rendezvous address: MASTER_ADDR n0"):
         dist._rendezvous(_rank(1), "n1", ".invalid", verify=True)
     assert capsys.readouterr().err == ""  # only rank 0 ever prints the warning

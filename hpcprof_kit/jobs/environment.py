@@ -38,6 +38,11 @@ def resolve_venv(spec: JobSpec, sysrec: System | None = None) -> str:
     sysrec = sysrec or spec.system_record()
     if sysrec.scheduler == "none":
         return ""
+    return site_default_venv(sysrec)
+
+
+def site_default_venv(sysrec: System) -> str:
+    """The venv a site job uses when none is named: the one running, else the record's."""
     return running_venv() or str(sysrec.extra.get("default_venv", ""))
 
 

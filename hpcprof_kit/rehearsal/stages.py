@@ -6,10 +6,10 @@ later stages SKIP, as on the site nothing after it would have happened.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from hpcprof_kit.jobs import JobSpec
+from hpcprof_kit.jobs.backends.outcome import read_job_end
 from hpcprof_kit.rehearsal.run import RANK_FAILURES, Rehearsal, Stage, _tail
 from hpcprof_kit.rehearsal.twin import Twin
 
@@ -183,9 +183,9 @@ def _outputs(
     problems = []
     if outcome.get("state") != "COMPLETED" or outcome.get("exit_code") != 0:
         problems.append(f"state {outcome.get('state')} exit code {outcome.get('exit_code')}")
-    end = run_dir / "job_end.json"
-    if end.exists():
-        recorded = json.loads(end.read_text())["exit_code"]
+    end = read_job_end(run_dir)
+    if end is not None:
+        recorded = end.exit_code
         if recorded != outcome.get("exit_code"):
             problems.append(
                 f"job_end.json says {recorded}, the scheduler {outcome.get('exit_code')}"

@@ -76,12 +76,6 @@ _FORGOTTEN = ("Unknown Job Id", "Unknown Job")
 _UNKNOWN_JOB_EXIT = 153  # PBSE_UNKJOBID as an exit status (PBS Pro and Torque wrappers)
 
 
-def job_end_exit_code(run_dir: Path) -> int | None:
-    """The exit code the job script recorded itself (``job_end.json``), if it did."""
-    record = read_job_end(run_dir)
-    return None if record is None else record.exit_code
-
-
 def _qstat(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
