@@ -23,7 +23,7 @@ from hpcprof_kit.errors import SpecError, TraceFormatError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.traces.plots import Plot
+    from hpcprof_kit.traces.figure import Plot
 
 # Operation names that are communication; everything else an app times is compute, except the
 # whole-iteration totals. Extend COMM_OPS for a new app's collectives.
@@ -182,38 +182,96 @@ def _require(table: pd.DataFrame) -> None:
         )
 
 
-def plot_compute_vs_comm(table: pd.DataFrame) -> Plot:
+# Bars that differ more than this many times no longer share one axis: the small ones vanish.
+SHARED_AXIS_MAX_RATIO = 10.0
+PARTS = (("compute", "compute"), ("comm", "comm"), ("other", "idle"))  # part, colour key
+
+
+def choose_scale(cvc: pd.DataFrame, scale: str = "auto") -> tuple[str, str]:
+    """``ms`` (one axis), ``panels`` (one per dtype) or ``shares`` for these configurations,
+    and the sentence that says why.
+
+    >>> import pandas as pd
+    >>> cvc = pd.DataFrame({"dtype": ["float32", "bfloat16"], "step_ms": [7.0, 520.0]})
+    >>> choose_scale(cvc)[0]
+    'panels'
+    """
+    if scale not in ("auto", "ms", "panels", "shares"):
+        raise SpecError(f"scale={scale!r} is not one of 'auto', 'ms', 'panels', 'shares'")
+    if scale != "auto":
+        return scale, f"scale={scale!r} as asked"
+    step = cvc["step_ms"].where(cvc["step_ms"] > 0)
+    ratio = step.max() / step.min() if step.notna().any() else 1.0
+    if not ratio > SHARED_AXIS_MAX_RATIO:
+        return "ms", f"step times are within {SHARED_AXIS_MAX_RATIO:g}x: one shared ms axis"
+    within = step.groupby(cvc["dtype"]).agg(lambda s: s.max() / s.min()).max()
+    slow, fast = cvc.loc[step.idxmax()], cvc.loc[step.idxmin()]
+    why = (
+        f"step times differ {ratio:.0f}x ({slow['dtype']} {slow['step_ms']:.1f} ms vs "
+        f"{fast['dtype']} {fast['step_ms']:.1f} ms per step), so on one axis the short bars "
+        "would vanish: "
+    )
+    if within > SHARED_AXIS_MAX_RATIO:
+        return "shares", why + "each bar shows its parts as shares of its own step (ms on top)"
+    return "panels", why + "one panel per dtype, each with its own ms axis"
+
+
+def plot_compute_vs_comm(table: pd.DataFrame, scale: str = "auto") -> Plot:
     """Stacked bars of compute, comm and other per configuration; the table is ``compute_vs_comm``.
+
+    When step times differ more than 10x (bfloat16 on a CPU without bf16 units next to
+    float32), ``scale="auto"`` draws one panel per dtype, or shares of each step, and prints
+    why; ``scale="ms"`` forces one shared axis.
 
     >>> from hpcprof_kit import timing                              # doctest: +SKIP
     >>> fig, numbers = timing.plot_compute_vs_comm(timing.load_timings("runs/"))  # doctest: +SKIP
     """
-    import numpy as np
-
-    from hpcprof_kit.traces.plots import COLORS, Plot, _figure
+    from hpcprof_kit.traces.figure import Plot, new_figure
 
     cvc = table if "comm_share" in table.columns else compute_vs_comm(table)
     cvc = cvc.sort_values(["app", "dtype", "nodes", "world_size"]).reset_index(drop=True)
+    chosen, why = choose_scale(cvc, scale)
+    if scale == "auto" and chosen != "ms":
+        print(why)
+    groups = list(cvc.groupby("dtype", sort=False)) if chosen == "panels" else [("", cvc)]
+    fig = new_figure(max(4.0, 1.4 * len(cvc) + 1.5 * len(groups)), 3.6)
+    axes = fig.subplots(1, len(groups), squeeze=False)[0]
+    for ax, (_dtype, part) in zip(axes, groups, strict=True):
+        _stacked(ax, part, shares=chosen == "shares")
+    axes[0].set_ylabel(
+        "share of the step" if chosen == "shares" else "ms per step (mean over ranks)"
+    )
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    fig.suptitle(
+        "compute vs communication per configuration"
+        + ("" if chosen == "ms" else f"\n({why.split(': ')[-1]})"),
+        fontsize=9,
+    )
+    out = cvc.copy()
+    out.attrs["scale"], out.attrs["why"] = chosen, why
+    return Plot(fig, out)
+
+
+def _stacked(ax, cvc: pd.DataFrame, shares: bool) -> None:
+    import numpy as np
+
+    from hpcprof_kit.traces.figure import COLORS
+
     labels = [
         f"{r.dtype}\n{r.world_size} rank{'s' * (r.world_size > 1)}, {r.nodes} node{'s' * (r.nodes > 1)}"
         for r in cvc.itertuples()
     ]
-    fig = _figure(max(4.0, 1.4 * len(cvc) + 1.5), 3.6)
-    ax = fig.add_subplot()
     x = np.arange(len(cvc))
     bottom = np.zeros(len(cvc))
-    for part, color in (
-        ("compute", COLORS["compute"]),
-        ("comm", COLORS["comm"]),
-        ("other", COLORS["idle"]),
-    ):
+    total = cvc[[f"{p}_ms" for p, _ in PARTS]].sum(axis=1).to_numpy()
+    for part, color in PARTS:
         values = cvc[f"{part}_ms"].to_numpy()
-        ax.bar(x, values, bottom=bottom, color=color, label=part)
+        if shares:
+            values = values / np.where(total > 0, total, 1)
+        ax.bar(x, values, bottom=bottom, color=COLORS[color], label=part)
         bottom += values
-    for xi, share, top in zip(x, cvc["comm_share"], bottom, strict=True):
-        ax.text(xi, top, f"{100 * share:.0f}% comm", ha="center", va="bottom", fontsize=8)
+    for xi, share, top, step in zip(x, cvc["comm_share"], bottom, cvc["step_ms"], strict=True):
+        text = f"{step:.1f} ms, {100 * share:.0f}% comm" if shares else f"{100 * share:.0f}% comm"
+        ax.text(xi, top, text, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel("ms per step (mean over ranks)")
-    ax.set_title("compute vs communication per configuration", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
-    return Plot(fig, cvc)
+    ax.margins(y=0.12)

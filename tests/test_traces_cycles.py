@@ -97,15 +97,13 @@ def test_a_table_without_ranges_warns(two_cycles):
         assert traces.user_ranges(plain).empty
 
 
-def test_ranges_have_their_own_timeline_lane_and_colour(two_cycles):
-    fig, lanes = plots.plot_timeline(traces.load(two_cycles))
-    assert lanes["track"].tolist()[:2] == ["annotation", "cpu"]
-    assert lanes.loc[0, "events"] == 4  # 2 x forward_block + 2 x inner
-    first = fig.axes[0].collections[0]
-    assert tuple(first.get_facecolor()[0][:3]) == pytest.approx(
-        (0xDA / 255, 0x8B / 255, 0xC3 / 255)
-    )
-    assert plots.COLORS["annotation"] not in {plots.COLORS[t] for t in plots.LANE_TRACKS[1:]}
+def test_ranges_are_drawn_at_their_nesting_level(two_cycles):
+    plot = plots.plot_timeline(traces.load(two_cycles))
+    levels = plot.bars.groupby("name")["depth"].agg(set)
+    assert levels["forward_block"] == {1}  # inside the step
+    assert levels["inner"] == {2}  # inside forward_block
+    assert levels["aten::matmul"] == {3}
+    assert int(plot.table["events"].sum()) == int(plot.bars["events"].sum())
 
 
 def test_top_by_range_on_the_command_line(two_cycles, capsys):
