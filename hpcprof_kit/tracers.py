@@ -80,7 +80,17 @@ TRACERS: dict[str, dict[str, object]] = {
             "# --set roofline|detailed|full; -k limits collection to kernels of that name.",
             'ncu_args=(--set "${NCU_SET:-detailed}")',
             'if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi',
+            'if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi',
+            'if [[ -n "${NCU_LAUNCH_COUNT:-}" ]]; then ncu_args+=(--launch-count "$NCU_LAUNCH_COUNT"); fi',
         ],
+        # The job's environment variables the wrapper turns into ncu options (see
+        # hpcprof_kit.nsight.plan, which fills them from an nsys summary).
+        "env_options": {
+            "NCU_SET": "--set",
+            "NCU_KERNEL": "-k",
+            "NCU_LAUNCH_SKIP": "--launch-skip",
+            "NCU_LAUNCH_COUNT": "--launch-count",
+        },
         "command": ["ncu", '"${ncu_args[@]}"', "-o", '"$out/${run}_%q{$RANK_VAR}"'],
     },
 }
@@ -277,6 +287,41 @@ def describe_traced_ranks(
             "ranks " + ", ".join(map(str, ranks[:3])) + f", ..., {ranks[-1]} ({len(ranks)} ranks)"
         )
     return text if rankcutoff is not None else f"local rank {profrank} of every node ({text})"
+
+
+def unfiltered_ncu_warning(tracer: str | None, env: dict[str, str] | None) -> str | None:
+    """The warning for an ncu job with no kernel filter (``NCU_KERNEL`` unset), else None.
+
+    Without ``-k`` ncu replays every kernel launch of the traced ranks, each many times: a job
+    that ran minutes plainly then outlives its walltime. Call it (or :func:`warn_unfiltered_ncu`)
+    before submitting.
+
+    >>> unfiltered_ncu_warning("ncu", {"NCU_KERNEL": "ampere_sgemm_128x128_tn"}) is None
+    True
+    >>> unfiltered_ncu_warning("ncu", {}).split(":")[0]
+    'ncu job with no kernel filter'
+    """
+    if tracer != "ncu" or (env or {}).get("NCU_KERNEL"):
+        return None
+    return (
+        "ncu job with no kernel filter: NCU_KERNEL is unset, so ncu profiles every kernel "
+        "launch of the traced ranks (each replayed many times) and the job may outlive its "
+        "walltime; pick a kernel from the nsys summary (hpcprof-kit ncu-plan RUN_DIR) or set "
+        "env={'NCU_KERNEL': '<name>'}"
+    )
+
+
+def warn_unfiltered_ncu(spec: object) -> str | None:
+    """Warn (KitWarning) when ``spec`` (a JobSpec) is an ncu job with no kernel filter; returns
+    the message, or None when the spec is fine."""
+    import warnings
+
+    from hpcprof_kit.errors import KitWarning
+
+    message = unfiltered_ncu_warning(getattr(spec, "tracer", None), getattr(spec, "env", None))
+    if message:
+        warnings.warn(message, KitWarning, stacklevel=2)
+    return message
 
 
 def wrapper_launch_line(tracer_path: str, command: list[str]) -> str:

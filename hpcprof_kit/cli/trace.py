@@ -26,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--nodes", type=int, required=True)
     d.add_argument("--ranks-per-node", type=int, required=True)
     d.add_argument("--iterations", type=int, default=5)
+    d.add_argument("--duration-ms", type=int, help="trace a duration instead of --iterations")
+    d.add_argument("--torch-version", help="the ranks' torch (decides KINETO_DAEMON_INIT_DELAY_S)")
+    d.add_argument("--job-id", action="store_true", help="filter by $SLURM_JOB_ID (Slurm only)")
+    d.add_argument("--pids", type=_pids, default=(), help="comma-separated pids (one-node jobs)")
     d.set_defaults(func=run_dynolog)
 
 
@@ -37,8 +41,27 @@ def run_trace(args: argparse.Namespace) -> int:
     return 0 if all(a.get("ok") for a in answer.acks.values()) else 1
 
 
+def _pids(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of pids"
+        ) from None
+
+
 def run_dynolog(args: argparse.Namespace) -> int:
     from hpcprof_kit.ondemand import dynolog_recipe
 
-    print(dynolog_recipe(args.scheduler, args.nodes, args.ranks_per_node, args.iterations), end="")
+    text = dynolog_recipe(
+        args.scheduler,
+        args.nodes,
+        args.ranks_per_node,
+        None if args.duration_ms else args.iterations,
+        duration_ms=args.duration_ms,
+        torch_version=args.torch_version,
+        job_id=True if args.job_id else None,
+        pids=args.pids,
+    )
+    print(text, end="")
     return 0

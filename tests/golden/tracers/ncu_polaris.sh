@@ -23,5 +23,7 @@ mkdir -p "$out"
 # --set roofline|detailed|full; -k limits collection to kernels of that name.
 ncu_args=(--set "${NCU_SET:-detailed}")
 if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi
+if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi
+if [[ -n "${NCU_LAUNCH_COUNT:-}" ]]; then ncu_args+=(--launch-count "$NCU_LAUNCH_COUNT"); fi
 echo "hpcprof-kit: ncu traces rank $rank (local rank $local_rank) into $out" >&2
 exec ncu "${ncu_args[@]}" -o "$out/${run}_%q{PMI_RANK}" "$@"

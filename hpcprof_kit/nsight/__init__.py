@@ -1,0 +1,42 @@
+"""Nsight Systems and Nsight Compute results as the kit's tables and pictures.
+
+``nsys stats`` summaries (:mod:`.stats`), ``ncu --csv`` exports (:mod:`.ncu`), their plots
+(:mod:`.plots`: ``plot_top_kernels``, ``plot_roofline``) and the step from one to the other:
+an ncu job for a kernel the nsys summary names (:mod:`.plan`, ``hpcprof-kit ncu-plan``).
+
+>>> from hpcprof_kit.nsight import REPORTS
+>>> sorted(REPORTS)
+['cuda_api', 'kernels', 'memory_time', 'nvtx', 'os_runtime']
+"""
+
+from __future__ import annotations
+
+from hpcprof_kit.nsight.ncu import read_ncu_details, read_ncu_raw, roofline_table
+from hpcprof_kit.nsight.plan import NcuPlan, choose_set, ncu_plan
+from hpcprof_kit.nsight.stats import (
+    COLUMNS,
+    REPORTS,
+    by_name,
+    nsys_stats,
+    rank_reports,
+    read_stats,
+    report_for,
+    run_stats,
+)
+
+__all__ = [
+    "COLUMNS",
+    "REPORTS",
+    "NcuPlan",
+    "by_name",
+    "choose_set",
+    "ncu_plan",
+    "nsys_stats",
+    "rank_reports",
+    "read_ncu_details",
+    "read_ncu_raw",
+    "read_stats",
+    "report_for",
+    "roofline_table",
+    "run_stats",
+]

@@ -1,0 +1,141 @@
+"""Real Nsight Systems reports: two ranks under Hydra mpiexec, each traced with nsys
+(``-o rep_%q{PMI_RANK}``), NVTX ranges from a small program, then the kit's stats reader,
+tables and plots. Needs ``nsys`` (.ci/run installs Debian's nsight-systems) and a C compiler:
+NVTX is header-only, and nsys 2022.4 records the ranges only from its own headers (the
+``nvtx`` wheel's newer ones reach it as nothing), so a tiny shim is built against them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.nsight import nsys_stats, rank_reports, run_stats
+from hpcprof_kit.nsight.plots import plot_top_kernels
+
+from launch import run_ok
+from must_have import missing
+
+SHIM = """
+#include <nvtx3/nvToolsExt.h>
+int kit_push(const char *name) { return nvtxRangePushA(name); }
+int kit_pop(void) { return nvtxRangePop(); }
+"""
+# Rank r runs 2 steps, each with a "compute" range inside; rank 1 sleeps longer in its steps.
+APP = """
+import ctypes, os, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+rank = int(os.environ["PMI_RANK"])
+for step in range(2):
+    lib.kit_push(b"step")
+    lib.kit_push(b"compute")
+    sum(i * i for i in range(10000))
+    lib.kit_pop()
+    time.sleep(0.01 * (rank + 1))
+    lib.kit_pop()
+"""
+
+
+def _nvtx_include(nsys: str) -> Path | None:
+    real = Path(os.path.realpath(nsys))
+    for base in (real.parent, *real.parents):
+        for found in base.glob("**/nvtx/include/nvtx3/nvToolsExt.h"):
+            return found.parent.parent
+        if base == Path("/usr/lib"):
+            break
+    for candidate in Path("/usr/lib").glob("*/nsight-systems/*/nvtx/include"):
+        return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def nsys_run(tmp_path_factory) -> Path:
+    nsys = shutil.which("nsys")
+    if not nsys:
+        missing("nsys not found: install Nsight Systems (.ci/run installs Debian's nsight-systems)")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    include = _nvtx_include(nsys)
+    if not cc or include is None:
+        missing(f"a C compiler ({cc}) and nsys's NVTX headers ({include}) are needed for NVTX")
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    if not Path(mpiexec).exists():
+        pytest.fail("mpiexec not found: install the kit with the 'local' extra (make env)")
+    folder = tmp_path_factory.mktemp("nsys_run")
+    (folder / "shim.c").write_text(SHIM)
+    (folder / "app.py").write_text(APP)
+    lib = folder / "libkitnvtx.so"
+    run_ok([cc, "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(folder / "shim.c")], 60)
+    reports = folder / "traces" / "nsys"
+    reports.mkdir(parents=True)
+    env = {**os.environ, "TMPDIR": str(folder)}  # nsys needs a writable TMPDIR under mpiexec
+    cmd = [mpiexec, "-n", "2", nsys, "profile", "--trace=osrt,nvtx", "--sample=none",
+           "--cpuctxsw=none", "-o", str(reports / "rep_%q{PMI_RANK}"), "-f", "true",
+           sys.executable, str(folder / "app.py"), str(lib)]  # fmt: skip
+    run_ok(cmd, 180, env=env, cwd=folder)
+    return folder
+
+
+def test_one_report_per_rank_is_found(nsys_run):
+    reps = rank_reports(nsys_run)
+    assert sorted(reps) == [0, 1]
+    assert [p.name for p in reps.values()] == ["rep_0.nsys-rep", "rep_1.nsys-rep"]
+
+
+def test_nvtx_summary_per_rank_counts_the_ranges(nsys_run):
+    table = run_stats(nsys_run, "nvtx")
+    assert list(table.columns[:10]) == ["rank", "name", "calls", "total_ns", "avg_ns", "med_ns",
+                                        "min_ns", "max_ns", "stddev_ns", "share"]  # fmt: skip
+    for rank in (0, 1):
+        rows = table[table["rank"] == rank].set_index("name")
+        assert rows.loc["step", "calls"] == 2 and rows.loc["compute", "calls"] == 2
+        assert set(rows["style"]) == {"PushPop"}
+        # a step holds its compute range and a sleep of 10 ms x (rank + 1)
+        assert rows.loc["step", "min_ns"] >= 10_000_000 * (rank + 1)
+        assert rows.loc["step", "total_ns"] > rows.loc["compute", "total_ns"]
+        assert rows["share"].sum() == pytest.approx(1.0, abs=0.01)
+    steps = table[table["name"] == "step"].set_index("rank")["total_ns"]
+    assert steps[1] > steps[0]
+
+
+def test_os_runtime_summary_both_report_names(nsys_run):
+    rep = rank_reports(nsys_run)[0]
+    old = nsys_stats(rep, "osrtsum")
+    new = nsys_stats(rep, "osrt_sum")  # the 2023 name: this nsys knows it as osrtsum
+    assert old.equals(new)
+    sleeps = old.set_index("name").loc["clock_nanosleep"]
+    assert sleeps["calls"] == 2 and sleeps["min_ns"] >= 10_000_000
+    assert (old["total_ns"] >= old["max_ns"]).all() and (old["min_ns"] <= old["max_ns"]).all()
+
+
+def test_cpu_only_report_has_no_kernels(nsys_run):
+    table = nsys_stats(rank_reports(nsys_run)[0], "kernels")
+    assert table.empty and "total_ns" in table.columns
+
+
+def test_top_ranges_plot_from_real_report(nsys_run, tmp_path):
+    table = run_stats(nsys_run, "nvtx")
+    plot = plot_top_kernels(table, top=5, rank=1, title="NVTX ranges")
+    assert plot.table["name"].tolist() == ["step", "compute"]
+    assert plot.fig.axes[0].get_title() == "NVTX ranges (rank 1)"
+    assert Path(plot.save(str(tmp_path / "ranges.png"))).stat().st_size > 1000
+
+
+def test_unknown_report_name_is_refused(nsys_run):
+    from hpcprof_kit.errors import TraceFormatError
+
+    with pytest.raises(TraceFormatError, match="nsys report 'gpu_kern_sum' is not one the kit"):
+        nsys_stats(rank_reports(nsys_run)[0], "gpu_kern_sum")
+
+
+def test_ncu_plan_from_a_cpu_only_run_says_there_are_no_kernels(nsys_run):
+    from hpcprof_kit.errors import SpecError
+    from hpcprof_kit.jobs import JobSpec
+    from hpcprof_kit.nsight.plan import ncu_plan
+
+    spec = JobSpec(system="polaris", nodes=1, ranks_per_node=2, account="MYPROJ")
+    with pytest.raises(SpecError, match="the summary has no kernels|has no kernels in the nsys"):
+        ncu_plan(nsys_run, spec=spec)
