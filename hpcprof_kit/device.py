@@ -55,6 +55,13 @@ TOPOLOGY_COMMANDS: dict[str, list[str]] = {
     "xpu": ["xpu-smi", "topology", "-m"],
     "cuda": ["nvidia-smi", "topo", "-m"],
 }
+# The module each tool needs first, as the ATPESC guide runs it ("module load xpu-smi", then
+# "xpu-smi topology -m"; aurora.toml lists the same module). nvidia-smi comes with the driver.
+TOPOLOGY_MODULES: dict[str, str] = {"xpu": "xpu-smi"}
+MODULE_SYSTEM_VARS = (
+    "LMOD_CMD",
+    "MODULESHOME",
+)  # set where `module` works (Lmod, Environment Modules)
 
 
 def _torch():
@@ -171,16 +178,42 @@ def properties(kind: str | None = None) -> list[dict[str, Any]]:
     return [_accelerator_row(kind, i) for i in range(device_count(kind))]
 
 
+def topology_command(
+    kind: str, env: dict[str, str] | None = None, which=shutil.which
+) -> list[str] | None:
+    """The command line :func:`topology` runs for ``kind``: the tool after ``module load`` of its
+    module where a module system is set up (a login shell defines ``module``), else the tool
+    alone when it is on PATH, else None.
+
+    >>> topology_command("xpu", env={"LMOD_CMD": "/usr/share/lmod/lmod/libexec/lmod"})
+    ['bash', '-lc', 'module load xpu-smi && xpu-smi topology -m']
+    >>> topology_command("cpu") is None
+    True
+    """
+    command = TOPOLOGY_COMMANDS.get(kind)
+    if command is None:
+        return None
+    env = os.environ if env is None else env
+    module = TOPOLOGY_MODULES.get(kind)
+    if module and any(env.get(var) for var in MODULE_SYSTEM_VARS):
+        return ["bash", "-lc", f"module load {module} && {' '.join(command)}"]
+    return command if which(command[0]) is not None else None
+
+
 def topology(kind: str | None = None) -> str | None:
-    """The node's GPU link matrix from ``xpu-smi topology -m`` / ``nvidia-smi topo -m``, else None.
+    """The node's GPU link matrix from ``xpu-smi topology -m`` (after ``module load xpu-smi``) /
+    ``nvidia-smi topo -m``, else None.
 
     >>> topology("cpu") is None
     True
     """
-    command = TOPOLOGY_COMMANDS.get(detect(kind))
-    if command is None or shutil.which(command[0]) is None:
+    command = topology_command(detect(kind))
+    if command is None:
         return None
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     return done.stdout if done.returncode == 0 else None
 
 
@@ -266,5 +299,5 @@ def optimize(model, optimizer, device: str | None = None):
 
 __all__ = [
     "CUDA_TO_XPU", "DEVICE_TYPES", "HIERARCHY_NOTES", "detect", "device_count", "hierarchy",
-    "local_device", "optimize", "properties", "set_current", "topology",
+    "local_device", "optimize", "properties", "set_current", "topology", "topology_command",
 ]  # fmt: skip

@@ -37,17 +37,12 @@ XPU_SAME_NAME: frozenset[str] = frozenset(
 )  # fmt: skip
 # torch.cuda names with a device-agnostic twin in torch.accelerator.
 ACCELERATOR_NAMES: dict[str, str] = {
-    "is_available": "is_available",
-    "device_count": "device_count",
-    "synchronize": "synchronize",
-    "set_device": "set_device_index",
-    "current_device": "current_device_index",
-    "current_stream": "current_stream",
-    "empty_cache": "empty_cache",
-    "memory_allocated": "memory_allocated",
-    "max_memory_allocated": "max_memory_allocated",
+    "is_available": "is_available", "device_count": "device_count", "synchronize": "synchronize",
+    "set_device": "set_device_index", "current_device": "current_device_index",
+    "current_stream": "current_stream", "empty_cache": "empty_cache",
+    "memory_allocated": "memory_allocated", "max_memory_allocated": "max_memory_allocated",
     "reset_peak_memory_stats": "reset_peak_memory_stats",
-}
+}  # fmt: skip
 # torch.cuda.amp calls and their device-generic form (the device type goes first).
 AMP_CALLS: dict[str, str] = {
     "torch.cuda.amp.autocast": "torch.autocast",
@@ -74,6 +69,8 @@ AGNOSTIC_PRELUDE = (
 AGNOSTIC_BACKEND = "torch.distributed.get_default_backend_for_device(device_type)"
 IPEX_IMPORT = "import intel_extension_for_pytorch as ipex  # optional: older XPU stacks\n"
 IPEX_OPTIMIZE = "model, optimizer = ipex.optimize(model, optimizer=optimizer)\n"
+# The ATPESC guide's step 4: "Convert model and loss criterion to xpu" (criterion.to(device)).
+CRITERION = "criterion"
 
 
 @dataclass
@@ -288,14 +285,9 @@ def _is_import(stmt) -> bool:
 def _assigns(stmt, name: str) -> bool:
     import libcst as cst
 
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    for part in stmt.body:
-        if isinstance(part, cst.Assign):
-            for target in part.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    return True
-    return False
+    parts = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []
+    targets = [t.target for p in parts if isinstance(p, cst.Assign) for t in p.targets]
+    return any(isinstance(t, cst.Name) and t.value == name for t in targets)
 
 
 def _insert(module, after, text: str):
@@ -309,6 +301,20 @@ def _insert(module, after, text: str):
     index = hits[-1] if after is _is_import else hits[0]
     body.insert(index + 1, cst.parse_statement(text))
     return module.with_changes(body=body), True
+
+
+def _move_criterion(module, to: str):
+    """(module, device) with ``criterion = criterion.to(device)`` after a top-level ``criterion =
+    ...`` no line moves yet (your ``device`` variable, else the target's); device None: no move."""
+    if re.search(rf"\b{CRITERION}\s*=\s*{CRITERION}\s*\.(to|cuda)\(", module.code):
+        return module, None
+    defined = [st for st in module.body if _assigns(st, CRITERION)]
+    if not defined or re.search(r"\.(to|cuda)\(", module.code_for_node(defined[0])):
+        return module, None
+    has_device = any(_assigns(st, "device") for st in module.body)
+    device = "device" if has_device else ('"xpu"' if to == "xpu" else "device_type")
+    line = f"{CRITERION} = {CRITERION}.to({device})  # the loss on the device too\n"
+    return _insert(module, lambda st: _assigns(st, CRITERION), line)[0], device
 
 
 def port_source(
@@ -327,21 +333,19 @@ def port_source(
     try:
         ast.parse(source, filename=filename)  # CPython's parser gives the clearest location
         module = cst.parse_module(source)
-    except SyntaxError as exc:
+    except (SyntaxError, cst.ParserSyntaxError) as exc:
+        line = getattr(exc, "lineno", None) or getattr(exc, "editor_line", "?")
+        why = getattr(exc, "msg", None) or getattr(exc, "message", exc)
         raise PortError(
-            f"{filename} does not parse as Python (line {exc.lineno}: {exc.msg}); fix the syntax "
+            f"{filename} does not parse as Python (line {line}: {why}); fix the syntax "
             "first - nothing was written"
-        ) from None
-    except cst.ParserSyntaxError as exc:
-        raise PortError(
-            f"{filename} does not parse as Python (line {exc.editor_line}: {exc.message}); fix the "
-            "syntax first - nothing was written"
         ) from None
     result = PortResult(original=source, code=source, target=to, filename=filename)
     transformer = _transformer(to, result)
     ported = MetadataWrapper(module).visit(transformer)
     result.changed_lines = sorted(set(result.changed_lines))
-    if to == "agnostic" and transformer.used_device_type:
+    ported, moved = _move_criterion(ported, to)
+    if to == "agnostic" and (transformer.used_device_type or moved == "device_type"):
         ported, found = _insert(ported, _is_import, AGNOSTIC_PRELUDE)
         if not found:  # a snippet without imports: define what the rewrite uses at the top
             head = [cst.parse_statement("import torch\n"), cst.parse_statement(AGNOSTIC_PRELUDE)]
@@ -390,11 +394,5 @@ def port_file(
     return result
 
 
-__all__ = [
-    "ACCELERATOR_NAMES",
-    "PortResult",
-    "TARGETS",
-    "XPU_SAME_NAME",
-    "port_file",
-    "port_source",
-]
+__all__ = ["ACCELERATOR_NAMES", "PortResult", "TARGETS", "XPU_SAME_NAME",
+           "port_file", "port_source"]  # fmt: skip

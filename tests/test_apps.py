@@ -172,7 +172,33 @@ def test_a_second_run_never_overwrites_timings(tmp_path):
 
 def test_train_sizes_small_by_default_alcf_behind_a_flag():
     assert train.sizes(False)["encoder_layers"] == 1
-    assert (train.sizes(True)["nhead"], train.sizes(True)["encoder_layers"]) == (16, 12)
+    # seed 002: src (2048, 1, 512), tgt (2048, 20, 512), batch_size=32, Transformer defaults
+    alcf = train.sizes(True)
+    assert (alcf["src_len"], alcf["tgt_len"], alcf["d_model"], alcf["batch_size"]) == (
+        1,
+        20,
+        512,
+        32,
+    )
+    assert (alcf["nhead"], alcf["encoder_layers"], alcf["decoder_layers"]) == (8, 6, 6)
+    args = train.resolve_defaults(train.build_parser().parse_args(["--alcf-sizes"]))
+    assert (args.epochs, args.steps_per_epoch, args.seed) == (10, None, 0)  # range(10), seed 0
+    small = train.resolve_defaults(train.build_parser().parse_args([]))
+    assert (small.epochs, small.steps_per_epoch, small.seed) == (2, 4, 42)
+
+
+def test_alcf_sizes_build_exactly_the_guides_transformer():
+    import torch
+
+    s = train.sizes(True)
+    ours = torch.nn.Transformer(
+        d_model=s["d_model"], nhead=s["nhead"], num_encoder_layers=s["encoder_layers"],
+        num_decoder_layers=s["decoder_layers"], dim_feedforward=s["ffn"],
+        dropout=train.DROPOUT[1], batch_first=True,
+    )  # fmt: skip
+    guide = torch.nn.Transformer(batch_first=True)  # seed 002's model line
+    assert [p.shape for p in ours.parameters()] == [p.shape for p in guide.parameters()]
+    assert repr(ours) == repr(guide)  # dropout and every layer as the guide's
 
 
 def _single_process(monkeypatch):
@@ -191,6 +217,15 @@ def test_train_single_process_honours_trace_dir(tmp_path, monkeypatch, capsys):
     assert [p.name for p in traces.glob("*.json")] == ["trace-0-of-1.json"]
     assert [p.name for p in timings.glob("*.json")] == ["train-0-of-1.json"]
     assert BANNER.findall(capsys.readouterr().out)[0][:3] == ("0", "0", "1")
+    events = json.loads((traces / "trace-0-of-1.json").read_text())["traceEvents"]
+    # forward/backward are @trace_func ranges, optimizer a record_function block
+    ranges = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert {"forward", "backward", "optimizer"} <= ranges
+    names = {e.get("name") for e in events}
+    assert "aten::cross_entropy_loss" in names  # the guide's CrossEntropyLoss
+    assert "[memory]" in names  # profile_memory on by default
+    linear = [e for e in events if e.get("name") == "aten::linear"]
+    assert linear and all("Input Dims" in e["args"] for e in linear)  # record_shapes on
 
 
 def test_seqpar_reduce_scatter_fallback_when_the_backend_lacks_it(tmp_path, monkeypatch):

@@ -117,3 +117,38 @@ def test_optimize_uses_ipex_when_it_works_standin_working_ipex(tmp_path, monkeyp
 def test_name_mapping_is_data():
     assert device.CUDA_TO_XPU["nccl"] == "xccl"
     assert device.CUDA_TO_XPU["CUDA_VISIBLE_DEVICES"] == "ZE_AFFINITY_MASK"
+
+
+def test_xpu_smi_runs_after_its_module_as_the_guide_does(monkeypatch):
+    # seed 002: "module load xpu-smi" then "xpu-smi topology -m"
+    lmod = {"LMOD_CMD": "/usr/share/lmod/lmod/libexec/lmod"}
+    assert device.topology_command("xpu", env=lmod) == [
+        "bash", "-lc", "module load xpu-smi && xpu-smi topology -m"]  # fmt: skip
+    # no module system: the tool alone when it is on PATH, else nothing
+    assert device.topology_command("xpu", env={}, which=lambda _: "/x") == [
+        "xpu-smi", "topology", "-m"]  # fmt: skip
+    assert device.topology_command("xpu", env={}, which=lambda _: None) is None
+    assert device.topology_command("cuda", env=lmod, which=lambda _: "/x") == [
+        "nvidia-smi", "topo", "-m"]  # fmt: skip
+
+
+def test_the_module_is_the_one_the_aurora_record_lists():
+    from hpcprof_kit.systems import load_system
+    from hpcprof_kit.systems.modules import module_for
+
+    assert module_for(load_system("aurora"), "xpu-smi").name == device.TOPOLOGY_MODULES["xpu"]
+
+
+def test_topology_loads_the_module_in_a_login_shell_first(tmp_path, monkeypatch):
+    # A stand-in site: `module load` (defined by the login profile) puts xpu-smi on PATH.
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "xpu-smi"
+    tool.write_text('#!/bin/sh\necho "GPU 0/0  S  XL*"\n')
+    tool.chmod(0o755)
+    (tmp_path / ".bash_profile").write_text(
+        'module() { echo "module $*" >> "$HOME/modules.log"; PATH="$HOME/bin:$PATH"; }\n'
+    )
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("MODULESHOME", str(tmp_path))
+    assert device.topology("xpu") == "GPU 0/0  S  XL*\n"
+    assert (tmp_path / "modules.log").read_text() == "module load xpu-smi\n"

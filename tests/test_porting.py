@@ -126,3 +126,25 @@ def test_from_torch_cuda_imports_are_ported_or_listed():
     assert [(line, code) for line, code, _ in result.not_ported] == [
         (2, "from torch.cuda import nvtx")
     ]
+
+
+def test_criterion_goes_to_the_device_as_the_guide_moves_it():
+    # seed 002, step 4: model = model.to(device); criterion = criterion.to(device)
+    lines = port_file(EXAMPLE, "xpu").code.splitlines()
+    at = lines.index("criterion = torch.nn.MSELoss()")
+    assert lines[at + 1] == "criterion = criterion.to(device)  # the loss on the device too"
+    # no device variable: the target's own spelling (agnostic: device_type, defined up top)
+    src = "import torch\ncriterion = torch.nn.CrossEntropyLoss()\n"
+    assert (
+        port_source(src, "xpu").code.splitlines()[-1].startswith('criterion = criterion.to("xpu")')
+    )
+    agnostic = port_source(src, "agnostic").code
+    assert "criterion = criterion.to(device_type)" in agnostic
+    namespace: dict = {}
+    exec(agnostic, namespace)  # runs here: device_type is defined before it is used
+    # already moved (in the constructor or on its own line): nothing added
+    for moved in ("criterion = torch.nn.MSELoss().cuda()\n",
+                  "criterion = torch.nn.MSELoss()\ncriterion = criterion.to(dev)\n"):  # fmt: skip
+        assert port_source("import torch\n" + moved).code.count("criterion") == moved.count(
+            "criterion"
+        )

@@ -5,9 +5,15 @@ Each job runs the affinity report and then the training app under one launcher b
 report describes exactly the processes that were timed. Jobs run one after another: two jobs
 sharing the cores at once would spoil both measurements.
 
+With ``profile=True`` (the default) each job also records a torch.profiler trace per rank of
+its last steps (the guide's "profile the application with various bindings"), and
+:meth:`Experiment.profiles` compares them; the median step of ``side_by_side`` then leaves the
+profiled steps out.
+
 >>> from hpcprof_kit.affinity.experiment import run_experiment     # doctest: +SKIP
 >>> exp = run_experiment("local", 2, ["core", "none", "reversed"])  # doctest: +SKIP
 >>> exp.side_by_side()                                             # doctest: +SKIP
+>>> exp.profiles()                                                 # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,6 +32,30 @@ _COMMAND = (
     'python3 -m hpcprof_kit.apps.affinity_report && exec python3 -m hpcprof_kit.apps.train "$@"',
     "sh",
 )
+TRAIN_WARMUP = 1  # the train app's --warmup default: step 0 is never timed
+# The guide's schedule(wait=1, warmup=1, active=2, repeat=1), placed on the last steps.
+PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
+
+
+def profile_args(total_steps: int) -> tuple[list[str], int]:
+    """The train app's profiler flags that record the last two of ``total_steps`` steps, and
+    the first step the profiler is open for (it is not open before: no cost there).
+
+    >>> flags, first = profile_args(6)
+    >>> " ".join(flags), first
+    ('--profile --prof-skip-first 2 --prof-wait 1 --prof-warmup 1 --prof-active 2 --prof-repeat 1', 3)
+    """
+    cycle = PROFILE_SCHEDULE["wait"] + PROFILE_SCHEDULE["warmup"] + PROFILE_SCHEDULE["active"]
+    if total_steps < cycle:
+        raise BindingError(
+            f"profiling a plan needs at least {cycle} steps (wait 1, warmup 1, active 2); the "
+            f"experiment runs {total_steps}: raise steps_per_epoch, or pass profile=False"
+        )
+    skip = total_steps - cycle
+    flags = ["--profile", "--prof-skip-first", str(skip)]
+    for key, value in PROFILE_SCHEDULE.items():
+        flags += [f"--prof-{key}", str(value)]
+    return flags, skip + PROFILE_SCHEDULE["wait"]
 
 
 @dataclass
@@ -34,6 +64,7 @@ class Experiment:
 
     plans: dict[str, BindingPlan]
     jobs: dict[str, object] = field(default_factory=dict)
+    profiled_from: int | None = None  # first step each job ran under the profiler (None: never)
 
     def report(self, name: str):
         """What the ranks of plan ``name`` got (the parsed affinity report)."""
@@ -45,12 +76,25 @@ class Experiment:
         return compare(self.plans[name], self.report(name))
 
     def step_times(self, name: str):
-        """Median training step per rank (ms) of plan ``name``'s job."""
+        """Median training step per rank (ms) of plan ``name``'s job, leaving the profiled steps
+        out (all steps count when every timed step was profiled: a run of 4 steps or fewer)."""
         from hpcprof_kit.timing import load_timings
 
         t = load_timings(self.jobs[name].run_dir)
         steps = t[t["op"] == "step"]
+        if self.profiled_from is not None:  # iteration i is step TRAIN_WARMUP + i
+            quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
+            steps = quiet if len(quiet) else steps
         return steps.groupby("rank")["seconds"].median().mul(1e3).rename("median_step_ms")
+
+    def profiles(self, n: int = 5):
+        """Each plan's profiled steps: step time and its top ``n`` ops, one row per plan
+        (:func:`hpcprof_kit.affinity.profiles.compare_profiles`)."""
+        from hpcprof_kit.affinity.profiles import compare_profiles
+
+        if self.profiled_from is None:
+            raise BindingError("this experiment ran without profile=True: no traces to compare")
+        return compare_profiles({name: job.run_dir for name, job in self.jobs.items()}, n)
 
     def side_by_side(self):
         """One row per plan and rank: planned and got CPUs, verdict, median step (ms)."""
@@ -75,16 +119,22 @@ def run_experiment(
     steps_per_epoch: int = 6,
     timeout_s: float = 300.0,
     progress: bool = False,
+    profile: bool = True,
     **spec_fields,
 ) -> Experiment:
     """Submit one training job per plan (one after another) and wait for each.
 
-    ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account, queue, walltime...), so
-    the same call runs on Aurora or Polaris with their plans.
+    ``profile``: also record a torch.profiler trace per rank of the last steps of each job
+    (:func:`profile_args`). ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account,
+    queue, walltime...), so the same call runs on Aurora or Polaris with their plans.
     """
     from hpcprof_kit.jobs import JobSpec, submit
 
     exp = Experiment({name: plan_for(system, ranks_per_node, name) for name in plans})
+    train_args = ["--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)]
+    if profile:
+        flags, exp.profiled_from = profile_args(epochs * steps_per_epoch)
+        train_args += flags
     for name in plans:
         if exp.plans[name].needs_wrapper:
             raise BindingError(
@@ -95,7 +145,7 @@ def run_experiment(
             system=system,
             example="train",
             command=_COMMAND,
-            args=("--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)),
+            args=tuple(train_args),
             ranks_per_node=ranks_per_node,
             binding=name,
             name=f"bind-{name}",

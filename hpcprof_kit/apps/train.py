@@ -11,7 +11,13 @@ dataset is sized so every rank gets exactly that many steps), the learning rate 
 world size, a ``DistributedSampler`` re-shuffled each epoch, and per-rank timings written as JSON
 (``train-<rank>-of-<world>.json``: forward, backward, optimizer and step seconds, warm-up
 steps excluded). Default sizes are small so 2 CPU ranks finish in seconds; ``--alcf-sizes``
-restores the sizes of the original example (d_model 512, 16 heads, 12 encoder layers).
+runs the original example of the ATPESC guide exactly: ``torch.nn.Transformer(batch_first=True)``
+with its defaults (d_model 512, 8 heads, 6 + 6 layers, feed-forward 2048, dropout 0.1), src
+``(2048, 1, 512)``, tgt ``(2048, 20, 512)``, batch 32, ``CrossEntropyLoss``, 10 epochs over the
+2048 samples, seed 0 (each number's source is next to it in ``SIZES``).
+
+In the trace, ``forward`` and ``backward`` are ``@trace_func`` ranges (the Polaris guide's
+decorator) and ``optimizer`` a ``record_function`` block (the ATPESC guide's way).
 """
 
 from __future__ import annotations
@@ -32,19 +38,37 @@ from hpcprof_kit.apps._common import (
 )
 from hpcprof_kit.errors import SpecError
 
+try:
+    from hpcprof_kit.profiling.ranges import record_function, trace_func
+except ImportError:  # the profiling room is optional for the apps: the phases go unnamed
+    from contextlib import nullcontext as record_function
+
+    def trace_func(func):
+        return func
+
+
 APP = "train"
-# name: (small default, ALCF example size)
+# name: (small default, the ALCF example). The example is the one of seed 002 (ATPESC 2025
+# "PyTorch profiler", section "Running specific examples in this repository"):
+#   src = torch.rand((2048, 1, 512)); tgt = torch.rand((2048, 20, 512))
+#   DataLoader(dataset, batch_size=32); model = torch.nn.Transformer(batch_first=True)
+# so the model sizes are torch.nn.Transformer's defaults.
 SIZES: dict[str, tuple[int, int]] = {
-    "d_model": (32, 512),
-    "nhead": (4, 16),
-    "encoder_layers": (1, 12),
-    "decoder_layers": (1, 6),
-    "ffn": (64, 2048),
-    "src_len": (10, 10),
-    "tgt_len": (20, 20),
-    "batch_size": (8, 32),
+    "d_model": (32, 512),  # Transformer default d_model=512 (src/tgt's last dimension, 512)
+    "nhead": (4, 8),  # Transformer default nhead=8
+    "encoder_layers": (1, 6),  # Transformer default num_encoder_layers=6
+    "decoder_layers": (1, 6),  # Transformer default num_decoder_layers=6
+    "ffn": (64, 2048),  # Transformer default dim_feedforward=2048
+    "src_len": (10, 1),  # src = torch.rand((2048, 1, 512))
+    "tgt_len": (20, 20),  # tgt = torch.rand((2048, 20, 512))
+    "batch_size": (8, 32),  # DataLoader(..., batch_size=32)
 }
-BASE_LR = 1e-3  # per rank; multiplied by the world size (linear scaling rule)
+DROPOUT = (0.0, 0.1)  # Transformer default dropout=0.1; 0 in the small model
+ALCF_SAMPLES = 2048  # src/tgt hold 2048 samples, split over the ranks by the DistributedSampler
+ALCF_EPOCHS = 10  # for epoch in range(10)
+ALCF_SEED = 0  # torch.manual_seed(0); DistributedSampler(..., seed=0)
+SMALL = {"epochs": 2, "steps_per_epoch": 4, "seed": 42}  # the small run's defaults
+BASE_LR = 1e-3  # per rank; multiplied by the world size (the guide's lr=(0.001*SIZE))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,23 +76,50 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m hpcprof_kit.apps.train", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--epochs", type=int, default=2, help="passes over the dataset")
-    p.add_argument("--steps-per-epoch", type=int, default=4, help="optimizer steps per epoch")
+    p.add_argument(
+        "--epochs", type=int, default=None, help="passes over the dataset (2; 10 --alcf-sizes)"
+    )
+    p.add_argument(
+        "--steps-per-epoch", type=int, default=None,
+        help="optimizer steps per epoch (4; with --alcf-sizes: the 2048 samples' batches)",
+    )  # fmt: skip
     p.add_argument("--warmup", type=int, default=1, help="first steps left out of the timings")
     p.add_argument(
-        "--alcf-sizes", action="store_true", help="model/batch sizes of the ALCF example"
-    )
+        "--alcf-sizes", action="store_true",
+        help="the ATPESC/ALCF example exactly: Transformer defaults, src (2048,1,512), "
+        "tgt (2048,20,512), batch 32, CrossEntropyLoss, 10 epochs, seed 0",
+    )  # fmt: skip
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--ipex", action="store_true", help="try intel-extension-for-pytorch on XPU")
     add_common_args(p)
+    p.set_defaults(seed=None)  # 42, or the example's 0 with --alcf-sizes
     add_profiling_args(p)
     return p
+
+
+def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the counts left unset: the small run's, or the ALCF example's with ``--alcf-sizes``
+    (whose steps per epoch are then the batches of its 2048 samples: ``None`` here).
+
+    >>> args = build_parser().parse_args(["--alcf-sizes"])
+    >>> resolved = resolve_defaults(args)
+    >>> resolved.epochs, resolved.steps_per_epoch, resolved.seed
+    (10, None, 0)
+    """
+    alcf = args.alcf_sizes
+    if args.epochs is None:
+        args.epochs = ALCF_EPOCHS if alcf else SMALL["epochs"]
+    if args.steps_per_epoch is None and not alcf:
+        args.steps_per_epoch = SMALL["steps_per_epoch"]
+    if args.seed is None:
+        args.seed = ALCF_SEED if alcf else SMALL["seed"]
+    return args
 
 
 def check_args(args: argparse.Namespace) -> None:
     """SpecError for counts that would train nothing."""
     for flag in ("epochs", "steps_per_epoch"):
-        if getattr(args, flag) < 1:
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise SpecError(
                 f"--{flag.replace('_', '-')}={getattr(args, flag)} trains nothing; "
                 "give a whole number of at least 1"
@@ -86,17 +137,33 @@ def sizes(alcf: bool) -> dict[str, int]:
     return {name: pair[1] if alcf else pair[0] for name, pair in SIZES.items()}
 
 
+@trace_func
+def forward(model, criterion, source, target, dev, sync):
+    """The batch to the device, the model and the loss: the ``forward`` range of the trace."""
+    source, target = source.to(dev), target.to(dev)
+    loss = criterion(model(source, target), target)
+    sync()
+    return loss
+
+
+@trace_func
+def backward(loss, optimizer, sync) -> None:
+    """Gradients (DDP all-reduces them here): the ``backward`` range of the trace."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    sync()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train for ``--epochs`` x ``--steps-per-epoch`` steps on every rank; 0 on success."""
     return run_main(_train, argv)
 
 
 def _train(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    args = resolve_defaults(build_parser().parse_args(argv))
     check_args(args)
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.profiler import record_function
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     from hpcprof_kit import device as devmod
@@ -107,18 +174,23 @@ def _train(argv: list[str] | None) -> int:
         flush_print(info.banner())
         torch.manual_seed(args.seed)  # same data and weights on every rank
         dev = torch.device(info.device)
-        samples = args.steps_per_epoch * size["batch_size"] * info.world_size
+        whole = args.steps_per_epoch is None  # the ALCF example: its 2048 samples, every batch
+        samples = (
+            ALCF_SAMPLES if whole else args.steps_per_epoch * size["batch_size"] * info.world_size
+        )
         src = torch.rand(samples, size["src_len"], size["d_model"])
         tgt = torch.rand(samples, size["tgt_len"], size["d_model"])
         dataset = TensorDataset(src, tgt)
         sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank,
                                      shuffle=True, seed=args.seed)  # fmt: skip
-        loader = DataLoader(dataset, batch_size=size["batch_size"], sampler=sampler, drop_last=True)
+        loader = DataLoader(dataset, batch_size=size["batch_size"], sampler=sampler,
+                            drop_last=not whole)  # fmt: skip
         model = torch.nn.Transformer(
             d_model=size["d_model"], nhead=size["nhead"], num_encoder_layers=size["encoder_layers"],
             num_decoder_layers=size["decoder_layers"], dim_feedforward=size["ffn"],
-            dropout=0.0, batch_first=True,
+            dropout=DROPOUT[1 if args.alcf_sizes else 0], batch_first=True,
         ).to(dev)  # fmt: skip
+        criterion = torch.nn.CrossEntropyLoss().to(dev)  # the guide's loss, on the device too
         lr = BASE_LR * info.world_size
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         if args.ipex:
@@ -132,7 +204,6 @@ def _train(argv: list[str] | None) -> int:
                 from hpcprof_kit.profiling import compile_note
 
                 compile_note(args.compile, args.profile)
-        loss_fn = torch.nn.MSELoss()
         timings: dict[str, list[float]] = {
             "forward": [],
             "backward": [],
@@ -149,18 +220,11 @@ def _train(argv: list[str] | None) -> int:
                 t_epoch, losses = time.perf_counter(), []
                 for source, target in loader:
                     t0 = time.perf_counter()
-                    with record_function("forward"):  # the phases, named in the trace
-                        source, target = source.to(dev), target.to(dev)
-                        out = model(source, target)
-                        loss = loss_fn(out, target)
-                        sync()
+                    loss = forward(model, criterion, source, target, dev, sync)
                     t1 = time.perf_counter()
-                    with record_function("backward"):
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()  # DDP all-reduces gradients here
-                        sync()
+                    backward(loss, optimizer, sync)
                     t2 = time.perf_counter()
-                    with record_function("optimizer"):
+                    with record_function("optimizer"):  # a named block, as the ATPESC guide
                         optimizer.step()
                         sync()
                     t3 = time.perf_counter()
@@ -172,15 +236,16 @@ def _train(argv: list[str] | None) -> int:
                             timings[key].append(dt)
                     losses.append(loss.item())
                     step += 1
-                    report_progress(info.rank, step, args.epochs * args.steps_per_epoch)
+                    report_progress(info.rank, step, args.epochs * len(loader))
                 if info.rank == 0:
                     flush_print(
                         f"epoch {epoch + 1}/{args.epochs}: {len(losses)} steps, "
                         f"loss {sum(losses) / len(losses):.4f}, {time.perf_counter() - t_epoch:.2f} s"
                     )
         folder = timings_dir(args)
-        params = {**size, "epochs": args.epochs, "steps_per_epoch": args.steps_per_epoch,
-                  "warmup": args.warmup, "steps": step, "lr": lr, "compile": args.compile}  # fmt: skip
+        params = {**size, "epochs": args.epochs, "steps_per_epoch": len(loader),
+                  "warmup": args.warmup, "steps": step, "lr": lr, "compile": args.compile,
+                  "loss": "CrossEntropyLoss", "alcf_sizes": args.alcf_sizes}  # fmt: skip
         if folder is not None:
             write_timings(
                 folder, timing_record(APP, info, info.local_rank, "float32", params, timings)

@@ -107,14 +107,14 @@ class OnDemandTrigger:
         try:
             import torch.profiler
 
-            from hpcprof_kit.profiling.factory import SORT_CPU, SORT_DEVICE, TraceWriter
+            from hpcprof_kit.profiling.factory import TraceWriter, table_sort_key
             from hpcprof_kit.profiling.select import available_activities
 
             steps = int(request["steps"])
             acts = available_activities()
             writer = TraceWriter(
                 self.run_dir / "traces", self.run_dir / "tables", f"ondemand-{req_id}",
-                self.rank, self.world_size, False, SORT_DEVICE if len(acts) > 1 else SORT_CPU,
+                self.rank, self.world_size, False, table_sort_key(acts),
             )  # fmt: skip
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # "won't be using warmup": recording starts at once

@@ -1,5 +1,10 @@
 """Profiling: schedules explained and drawn, the profiler factory, named ranges in your code.
 
+As the guides teach it: ``make_profiler`` records shapes and memory and writes, per rank, the
+trace and ``key_averages().table(sort_by=table_sort_key(...), row_limit=-1)``;
+``record_function("name")`` (ATPESC guide) and ``@trace_func`` (ALCF Polaris guide) name your own
+code in the trace.
+
 What a training script needs, in one import:
 
 >>> from hpcprof_kit.profiling import (capture, make_profiler, record_function,
@@ -17,21 +22,22 @@ from typing import Any
 
 from hpcprof_kit.profiling.args import add_profiler_args, profiler_from_args, schedule_from_args
 from hpcprof_kit.profiling.factory import (
+    SORT_KEYS,
     NoProfiler,
     RankProfiler,
-    compile_note,
     default_tables_dir,
     default_trace_dir,
     make_profiler,
-    recorded_steps,
+    table_sort_key,
     trace_name,
 )
-from hpcprof_kit.profiling.ranges import capture, record_function, trace_func
+from hpcprof_kit.profiling.ranges import capture, compile_note, record_function, trace_func
 from hpcprof_kit.profiling.schedule import (
     STATES,
     Schedule,
     format_schedule,
     plot_schedule,
+    recorded_steps,
     schedule_steps,
     schedule_table,
 )
@@ -48,10 +54,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "STATES", "NoProfiler", "RankProfiler", "Schedule",
+    "SORT_KEYS", "STATES", "NoProfiler", "RankProfiler", "Schedule",
     "add_profiler_args", "capture", "compile_note", "default_tables_dir", "default_trace_dir",
     "format_schedule", "make_profiler", "parse_activities", "parse_ranks", "plot_schedule",
     "profiler_from_args", "rank_is_selected", "record_function", "recorded_steps",
-    "report_progress", "schedule_from_args", "schedule_steps", "schedule_table", "trace_func",
-    "trace_name",
+    "report_progress", "schedule_from_args", "schedule_steps", "schedule_table", "table_sort_key",
+    "trace_func", "trace_name",
 ]  # fmt: skip

@@ -4,9 +4,10 @@ Flags (the schedule ones carry a ``--prof-`` prefix so they never clash with an 
 ``--warmup`` or ``--steps``):
 
 ``--profile``, ``--prof-wait 1``, ``--prof-warmup 1``, ``--prof-active 2``, ``--prof-repeat 1``,
-``--prof-skip-first 0``, ``--activities auto|cpu|cuda|xpu[,..]``, ``--record-shapes``,
-``--profile-memory``, ``--with-stack``, ``--with-flops``, ``--trace-prefix trace``,
-``--trace-ranks all|first-local|0,1,...``, ``--trace-gzip``.
+``--prof-skip-first 0``, ``--activities auto|cpu|cuda|xpu[,..]``, ``--[no-]record-shapes`` and
+``--[no-]profile-memory`` (on, as in the guides), ``--with-stack``, ``--with-flops``,
+``--table-rows -1`` (the summary table's ``row_limit``: -1 keeps every row), ``--trace-prefix
+trace``, ``--trace-ranks all|first-local|0,1,...``, ``--trace-gzip``.
 
 >>> import argparse
 >>> parser = add_profiler_args(argparse.ArgumentParser())
@@ -22,6 +23,7 @@ import os
 from pathlib import Path
 
 from hpcprof_kit.profiling.factory import (
+    TABLE_ROWS,
     NoProfiler,
     RankProfiler,
     emit_itt_requested,
@@ -55,10 +57,15 @@ def add_profiler_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
         help="steps skipped before the first cycle",
     )
     g.add_argument("--activities", default="auto", help="auto, or a comma list of cpu,cuda,xpu")
-    g.add_argument("--record-shapes", action="store_true", help="record input shapes of ops")
-    g.add_argument("--profile-memory", action="store_true", help="record tensor allocations")
+    on = argparse.BooleanOptionalAction  # on by default, as the guides profile
+    g.add_argument("--record-shapes", action=on, default=True, help="record input shapes of ops")
+    g.add_argument("--profile-memory", action=on, default=True, help="record tensor allocations")
     g.add_argument("--with-stack", action="store_true", help="record Python stacks (costly)")
     g.add_argument("--with-flops", action="store_true", help="estimate FLOPs of matmul/conv ops")
+    g.add_argument(
+        "--table-rows", type=int, default=TABLE_ROWS, metavar="N",
+        help="rows of the per-rank summary table (-1: all, the guide's row_limit=-1)",
+    )  # fmt: skip
     g.add_argument(
         "--trace-prefix", default="trace", help="trace file prefix: <prefix>-<rank>-of-<world>.json"
     )
@@ -109,4 +116,5 @@ def profiler_from_args(
         ranks=args.trace_ranks,
         prefix=args.trace_prefix,
         gzip=args.trace_gzip,
+        table_rows=getattr(args, "table_rows", TABLE_ROWS),
     )

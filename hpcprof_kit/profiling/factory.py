@@ -5,8 +5,15 @@ Files it writes (the run directory contract in docs/architecture.md):
 - ``<trace_dir>/<prefix>-<rank>-of-<world>.json[.gz]`` — the first trace of this rank;
 - ``<trace_dir>/<prefix>_cycle<k>-<rank>-of-<world>.json[.gz]`` — trace ``k`` (k >= 1) when the
   schedule repeats; the name still ends in ``-<rank>-of-<world>``, which is what loaders parse;
-- ``<tables_dir>/<same stem>.txt`` — ``key_averages().table()`` sorted by self device time
-  (self CPU time when only the CPU is profiled).
+- ``<tables_dir>/<same stem>.txt`` — ``key_averages().table(sort_by=..., row_limit=-1)`` as
+  the ATPESC guide writes it: sorted by ``self_xpu_time_total`` on XPU, ``self_cuda_time_total``
+  on CUDA, ``self_cpu_time_total`` when only the CPU is profiled (:func:`table_sort_key`), every
+  row, under one line that names the sort key.
+
+Shapes and memory are recorded by default, as in both guides' examples
+(``profile(..., record_shapes=True, profile_memory=True)``): ops carry ``Input Dims`` and the
+trace holds ``[memory]`` events. Pass ``record_shapes=False, profile_memory=False`` for a leaner
+trace.
 
 ``trace_dir`` defaults to ``$HPCPROF_RUN_DIR/traces`` (else ``./traces``); ``tables_dir`` to the
 ``tables/`` beside a folder named ``traces`` (a run directory's layout), else to ``tables/``
@@ -26,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -34,13 +40,19 @@ from typing import Any
 
 from hpcprof_kit.errors import KitWarning, SpecError
 from hpcprof_kit.paths import current_run_dir
-from hpcprof_kit.profiling.schedule import Schedule, as_schedule
+from hpcprof_kit.profiling.schedule import Schedule, as_schedule, recorded_steps  # noqa: F401
 from hpcprof_kit.profiling.select import parse_activities, rank_is_selected
 
-# Sort keys of the per-rank summary table; since torch 2.4 the device key covers CUDA and XPU.
-SORT_DEVICE = "self_device_time_total"
-SORT_CPU = "self_cpu_time_total"
-TABLE_ROWS = 40
+# Sort key of the per-rank summary table, by the device profiled: the ATPESC guide sorts by
+# "self_xpu_time_total" on Aurora, the CUDA spelling is its twin; a CPU-only run sorts by self CPU.
+SORT_KEYS: dict[str, str] = {
+    "xpu": "self_xpu_time_total",
+    "cuda": "self_cuda_time_total",
+    "cpu": "self_cpu_time_total",
+}
+SORT_CPU = SORT_KEYS["cpu"]
+SORT_DEVICE = "self_device_time_total"  # torch's device-neutral key (kept for older callers)
+TABLE_ROWS = -1  # every row: the guide's row_limit=-1
 # torch's note when a second cycle starts; misleading here, where each cycle has its own file
 CLEARS_EVENTS = "Warning: Profiler clears events at the end of each cycle"
 PROBE_STEPS = 10_000  # how far a schedule callable of your own is searched for its first record
@@ -56,6 +68,25 @@ def trace_name(prefix: str, rank: int, world_size: int, cycle: int = 0, gzip: bo
     """
     stem = prefix if cycle == 0 else f"{prefix}_cycle{cycle}"
     return f"{stem}-{rank}-of-{world_size}.json" + (".gz" if gzip else "")
+
+
+def table_sort_key(activities: list[str] | tuple[str, ...] | str) -> str:
+    """The ``sort_by`` key of the summary table for the activities profiled (names as
+    :func:`~hpcprof_kit.profiling.select.parse_activities` returns them).
+
+    >>> table_sort_key(["cpu", "xpu"]), table_sort_key(["cpu", "cuda"]), table_sort_key(["cpu"])
+    ('self_xpu_time_total', 'self_cuda_time_total', 'self_cpu_time_total')
+    """
+    names = [activities] if isinstance(activities, str) else list(activities)
+    device = next((a for a in names if a != "cpu"), "cpu")
+    return SORT_KEYS.get(device, SORT_DEVICE)
+
+
+def summary_table(prof: Any, sort_by: str, rows: int = TABLE_ROWS) -> str:
+    """``prof.key_averages().table(sort_by=..., row_limit=...)`` under a line naming the key."""
+    table = prof.key_averages().table(sort_by=sort_by, row_limit=rows)
+    shown = "all rows" if rows < 0 else f"top {rows} rows"
+    return f"key_averages().table(sort_by={sort_by!r}, row_limit={rows}): {shown}\n{table}\n"
 
 
 def default_trace_dir() -> Path:
@@ -82,10 +113,10 @@ class TraceWriter:
 
     def __init__(self, trace_dir: Path, tables_dir: Path, prefix: str, rank: int,
                  world_size: int, gzip: bool, sort_by: str,
-                 then: Callable[[Any], None] | None = None) -> None:  # fmt: skip
+                 then: Callable[[Any], None] | None = None, rows: int = TABLE_ROWS) -> None:  # fmt: skip
         self.trace_dir, self.tables_dir = trace_dir, tables_dir
         self.prefix, self.rank, self.world_size = prefix, rank, world_size
-        self.gzip, self.sort_by = gzip, sort_by
+        self.gzip, self.sort_by, self.rows = gzip, sort_by, rows
         self.then = then  # your own on_trace_ready, called after the kit's files are written
         self.cycle = 0
         self.written: list[Path] = []
@@ -110,8 +141,8 @@ class TraceWriter:
         self.written.append(final)
         self.tables_dir.mkdir(parents=True, exist_ok=True)
         stem = name.split(".json")[0]
-        table = prof.key_averages().table(sort_by=self.sort_by, row_limit=TABLE_ROWS)
-        (self.tables_dir / f"{stem}.txt").write_text(table + "\n")
+        table = summary_table(prof, self.sort_by, self.rows)
+        (self.tables_dir / f"{stem}.txt").write_text(table)
         with contextlib.suppress(OSError):  # another rank may still be exporting into it
             partial.rmdir()
         if self.then is not None:
@@ -259,8 +290,8 @@ def make_profiler(
     schedule: Schedule | dict[str, int] | Callable[[int], Any] | None = None,
     activities: str | list[Any] | Any = "auto",
     *,
-    record_shapes: bool = False,
-    profile_memory: bool = False,
+    record_shapes: bool = True,
+    profile_memory: bool = True,
     with_stack: bool = False,
     with_flops: bool = False,
     trace_dir: str | os.PathLike[str] | None = None,
@@ -272,6 +303,7 @@ def make_profiler(
     prefix: str = "trace",
     gzip: bool = False,
     on_trace_ready: Callable[[Any], None] | None = None,
+    table_rows: int = TABLE_ROWS,
 ) -> RankProfiler | NoProfiler:
     """A profiler for this rank, or a do-nothing stand-in when ``ranks`` leaves this rank out.
 
@@ -284,7 +316,8 @@ def make_profiler(
     handler (e.g. ``torch.profiler.tensorboard_trace_handler(dir)``), called for each trace
     after the kit wrote its own file. A profiler that closes without having written a trace
     warns (:class:`~hpcprof_kit.errors.KitWarning`), naming the first recorded step and how
-    many ``step()`` calls it saw.
+    many ``step()`` calls it saw. ``record_shapes`` and ``profile_memory`` are on, as in the
+    guides; ``table_rows`` cuts the summary table (-1: every row, the guide's ``row_limit=-1``).
 
     >>> prof = make_profiler(rank=1, world_size=2, ranks="0")
     >>> prof.enabled
@@ -304,8 +337,8 @@ def make_profiler(
         raise SpecError(
             f"trace prefix {prefix!r} cannot name a file; use letters, digits and '_' (e.g. 'trace')"
         )
-    sort_by = SORT_DEVICE if any(a != "cpu" for a in acts) else SORT_CPU
-    writer = TraceWriter(tdir, bdir, prefix, rank, world_size, gzip, sort_by, on_trace_ready)
+    writer = TraceWriter(tdir, bdir, prefix, rank, world_size, gzip, table_sort_key(acts),
+                         on_trace_ready, rows=table_rows)  # fmt: skip
     tdir.mkdir(parents=True, exist_ok=True)
     profile = torch.profiler.profile(
         activities=torch_acts,
@@ -342,42 +375,3 @@ def _schedule_plan(schedule: Any) -> tuple[Any, int, int | None, tuple[int | Non
         last_step,
         (sched.first_recorded_step(), how),
     )
-
-
-def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str | None:
-    """Say (and print) that ``record_function`` ranges vanish inside ``torch.compile``d code.
-
-    >>> text = compile_note(True, True, stream=sys.stdout)  # doctest: +ELLIPSIS
-    note: torch.compile is on: record_function ranges inside compiled regions are ignored...
-    """
-    if not (compiling and profiling):
-        return None
-    text = (
-        "note: torch.compile is on: record_function ranges inside compiled regions are ignored "
-        "(the trace shows the compiled graph as one block); profile once without --compile to "
-        "see your own ranges"
-    )
-    print(text, file=stream if stream is not None else sys.stderr)
-    return text
-
-
-def recorded_steps(trace_path: str | os.PathLike[str]) -> list[int]:
-    """The ``ProfilerStep#N`` numbers a trace holds (``.json`` or ``.json.gz``), sorted.
-
-    >>> recorded_steps("traces/trace-0-of-2.json")  # doctest: +SKIP
-    [2, 3]
-    """
-    import gzip
-    import json
-    import re
-
-    path = Path(trace_path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        events = json.load(fh).get("traceEvents", [])
-    found = {
-        m.group(1)
-        for e in events
-        if (m := re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", ""))))
-    }
-    return sorted(int(n) for n in found)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -42,7 +43,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def record_function(name: str):
-    """``torch.profiler.record_function(name)``: a named range in torch.profiler traces.
+    """``torch.profiler.record_function(name)``: a named range in torch.profiler traces (the
+    ATPESC guide's ``with record_function("data_preprocessing"):``). Also a decorator.
 
     >>> with record_function("forward"):
     ...     pass
@@ -53,7 +55,9 @@ def record_function(name: str):
 
 
 def trace_func(func: F | None = None, *, name: str | None = None) -> F:
-    """Decorator: every call of the function becomes a named range in the trace.
+    """Decorator: every call of the function becomes a ``record_function`` range named after it
+    (its ``__qualname__``, a method's too), as the ``trace_func`` of the ALCF Polaris guide;
+    ``@trace_func(name="...")`` picks another name. Ranges inside ``torch.compile``d code vanish.
 
     >>> @trace_func
     ... def forward(x):
@@ -75,6 +79,23 @@ def trace_func(func: F | None = None, *, name: str | None = None) -> F:
     return wrap(func) if func is not None else wrap  # type: ignore[return-value]
 
 
+def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str | None:
+    """Say (and print) that ``record_function`` ranges vanish inside ``torch.compile``d code.
+
+    >>> text = compile_note(True, True, stream=sys.stdout)  # doctest: +ELLIPSIS
+    note: torch.compile is on: record_function ranges inside compiled regions are ignored...
+    """
+    if not (compiling and profiling):
+        return None
+    text = (
+        "note: torch.compile is on: record_function ranges inside compiled regions are ignored "
+        "(the trace shows the compiled graph as one block); profile once without --compile to "
+        "see your own ranges"
+    )
+    print(text, file=stream if stream is not None else sys.stderr)
+    return text
+
+
 class _CaptureTraces:
     """The torch.profiler used when ``HPCPROF_CAPTURE=torch``: one trace file per region."""
 
@@ -86,11 +107,10 @@ class _CaptureTraces:
 
         from hpcprof_kit.dist import ranks_from_env
         from hpcprof_kit.profiling.factory import (
-            SORT_CPU,
-            SORT_DEVICE,
             TraceWriter,
             default_tables_dir,
             default_trace_dir,
+            table_sort_key,
         )
         from hpcprof_kit.profiling.select import available_activities
 
@@ -98,13 +118,16 @@ class _CaptureTraces:
         tdir = default_trace_dir()
         if tdir not in cls.writers:
             info = ranks_from_env(use_mpi=False)
-            sort_by = SORT_DEVICE if len(acts) > 1 else SORT_CPU
             cls.writers[tdir] = TraceWriter(
                 tdir, default_tables_dir(tdir), "capture", info.rank, info.world_size, False,
-                sort_by,
+                table_sort_key(acts),
             )  # fmt: skip
         activities = [getattr(torch.profiler.ProfilerActivity, a.upper()) for a in acts]
-        return torch.profiler.profile(activities=activities), cls.writers[tdir]
+        # shapes and memory on, as make_profiler does: the guides' defaults
+        profile = torch.profiler.profile(
+            activities=activities, record_shapes=True, profile_memory=True
+        )
+        return profile, cls.writers[tdir]
 
 
 @contextmanager

@@ -13,7 +13,9 @@ between the ``n``-th and the ``n+1``-th ``prof.step()`` call and shows up as ``P
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from hpcprof_kit.errors import ScheduleError
@@ -288,3 +290,25 @@ def pd_notna(value: Any) -> bool:
     import pandas as pd
 
     return bool(pd.notna(value))
+
+
+def recorded_steps(trace_path: str | os.PathLike[str]) -> list[int]:
+    """The ``ProfilerStep#N`` numbers a trace holds (``.json`` or ``.json.gz``), sorted.
+
+    >>> recorded_steps("traces/trace-0-of-2.json")  # doctest: +SKIP
+    [2, 3]
+    """
+    import gzip
+    import json
+    import re
+
+    path = Path(trace_path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        events = json.load(fh).get("traceEvents", [])
+    found = {
+        m.group(1)
+        for e in events
+        if (m := re.fullmatch(r"ProfilerStep#(\d+)", str(e.get("name", ""))))
+    }
+    return sorted(int(n) for n in found)
