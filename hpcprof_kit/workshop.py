@@ -91,7 +91,7 @@ class Workshop:
                 raise SpecError(f"{key} {value!r}{where} has characters a scheduler refuses; "
                                 "use letters, digits, '.', '_' or '-'")  # fmt: skip
         if self.reservation_walltime is not None:
-            from hpcprof_kit.jobs.spec import walltime_seconds  # the one HH:MM:SS rule
+            from hpcprof_kit.jobs.queues import walltime_seconds  # the one HH:MM:SS rule
 
             try:
                 walltime_seconds(str(self.reservation_walltime))

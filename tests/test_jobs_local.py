@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 
 import psutil
 import pytest
@@ -70,6 +71,9 @@ def test_local_job_cancelled_while_running(tmp_path):
     assert "never" not in job.tail()
     assert job.manifest["state"] == "CANCELLED"
     assert job.exit_code == 143  # the wrapper's timeout passed SIGTERM on
+    # The script's own record names the signal that ended it; the cancel decides the state.
+    end = json.loads((job.run_dir / "job_end.json").read_text())
+    assert (end["exit_code"], end["signal"]) == (143, 15)
 
 
 def test_local_job_past_its_walltime_ends_in_timeout():
@@ -77,6 +81,9 @@ def test_local_job_past_its_walltime_ends_in_timeout():
     assert job.wait(timeout=30, progress=False) == "TIMEOUT"
     assert job.exit_code == 124
     assert job.manifest["note"] == "the walltime ran out"
+    # The walltime's SIGTERM reached the script, which recorded it; TIMEOUT still wins.
+    end = json.loads((job.run_dir / "job_end.json").read_text())
+    assert (end["exit_code"], end["signal"]) == (143, 15)
 
 
 def test_reattach_from_another_process_sees_the_end(tmp_path):
@@ -96,6 +103,7 @@ def test_reattach_from_another_process_sees_the_end(tmp_path):
 
 KERNEL = """
 import sys
+import warnings
 from hpcprof_kit.jobs import JobSpec, submit
 job = submit(JobSpec(system="local", ranks_per_node=1, binding="none", command=sys.argv[1:]))
 print(job.run_dir, flush=True)
@@ -276,3 +284,18 @@ def test_a_process_ending_while_its_stat_is_read_counts_as_gone(monkeypatch):
     assert local._alive(os.getpid()) is True
     monkeypatch.setattr(Path, "read_text", ended)
     assert local._alive(os.getpid()) is False
+
+
+def test_ncu_job_without_a_kernel_filter_is_warned_before_submission(monkeypatch, tmp_path):
+    from hpcprof_kit.errors import KitWarning
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no qsub: the warning must come before it is asked
+    for var in ("PBS_NODEFILE", "PBS_JOBID"):
+        monkeypatch.delenv(var, raising=False)
+    spec = JobSpec(system="polaris", account="P", ranks_per_node=4, tracer="ncu")
+    no_qsub = pytest.raises(SubmitError, match="qsub is not on PATH")
+    with pytest.warns(KitWarning, match="ncu job with no kernel filter"), no_qsub:
+        submit(spec)
+    with warnings.catch_warnings(), pytest.raises(SubmitError, match="qsub is not on PATH"):
+        warnings.simplefilter("error", KitWarning)  # one kernel named: no warning
+        submit(spec.with_(env={"NCU_KERNEL": "ampere_sgemm_128x128_tn"}))

@@ -10,6 +10,7 @@ pipes (tests/gates.py) and keep their run directories in test-artifacts/runs/.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -86,6 +87,9 @@ def test_slurm_job_cancelled_while_running(cluster_env, tmp_path):
     assert job.state == "RUNNING"
     assert job.cancel() == "CANCELLED"
     assert job.manifest["state"] == "CANCELLED"
+    # scancel's SIGTERM reached the batch script, which named it in its own record.
+    end = json.loads((job.run_dir / "job_end.json").read_text())
+    assert (end["exit_code"], end["signal"]) == (143, 15)
 
 
 def test_slurm_state_read_back_from_completion_records(cluster_env):
@@ -158,6 +162,9 @@ def test_slurm_job_over_its_walltime_times_out(cluster_env, kept_runs, tmp_path)
     gate.wait_started()
     assert job.wait(timeout=300, progress=False) == "TIMEOUT"
     assert job.manifest["note"] == "the walltime ran out"
+    # Slurm's SIGTERM ended the step's task; the script exited with srun's 128 + 15 and said so.
+    end = json.loads((job.run_dir / "job_end.json").read_text())
+    assert end["exit_code"] == 143
 
 
 def test_slurm_job_requeued_runs_again_and_then_completes(cluster_env, kept_runs, tmp_path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcprof_kit.jobs.examples import JOBS_SYSTEMS, PLACEHOLDER_ACCOUNT, VARIANTS
-from hpcprof_kit.jobs.render import _optional
 from hpcprof_kit.jobs.spec import JobSpec
 from hpcprof_kit.systems import load_system
 
@@ -27,7 +26,6 @@ def catalog_specs() -> dict[str, JobSpec]:
 
 def _catalog_specs() -> dict[str, JobSpec]:
     specs: dict[str, JobSpec] = {}
-    tracers_ready = _optional("hpcprof_kit.tracers", "wrapper_script") is not None
     for system in JOBS_SYSTEMS:
         record = load_system(system)
         base = JobSpec(
@@ -38,9 +36,8 @@ def _catalog_specs() -> dict[str, JobSpec]:
             venv=None if record.scheduler == "none" else str(record.extra.get("default_venv", "")),
         )
         variants = dict(VARIANTS)
-        if tracers_ready:  # tracer variants appear once hpcprof_kit.tracers exists
-            for tracer in record.vendor_tracers:
-                variants[f"train-{tracer}"] = {"example": "train", "tracer": tracer}
+        for tracer in record.vendor_tracers:
+            variants[f"train-{tracer}"] = {"example": "train", "tracer": tracer}
         for variant, fields in variants.items():
             specs[f"{system}/{variant}.sh"] = base.with_(name=f"hpcprof-{variant}", **fields)
     return specs

@@ -5,10 +5,10 @@ A PBS Pro batch job starts from a clean login environment: nothing of the submit
 activates it after the site's modules. ``JobSpec.venv`` chooses it; when it is None the kit
 takes the environment it runs from (a venv), else the system record's ``default_venv``.
 
->>> from hpcprof_kit.jobs import JobSpec
->>> resolve_venv(JobSpec(system="aurora", account="P", venv="/opt/v"))
+>>> from hpcprof_kit.systems import load_system
+>>> resolve_venv("/opt/v", load_system("aurora"))
 '/opt/v'
->>> resolve_venv(JobSpec(system="local"))
+>>> resolve_venv(None, load_system("local"))
 ''
 >>> shell_path("$HOME/venvs/kit")
 '"$HOME"/venvs/kit'
@@ -21,7 +21,6 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hpcprof_kit.jobs.spec import JobSpec
     from hpcprof_kit.systems import System
 
 
@@ -30,12 +29,11 @@ def running_venv() -> str:
     return sys.prefix if sys.prefix != sys.base_prefix else ""
 
 
-def resolve_venv(spec: JobSpec, sysrec: System | None = None) -> str:
-    """The environment ``spec``'s job activates ('' = none: the local backend puts this
-    interpreter first on PATH itself)."""
-    if spec.venv is not None:
-        return spec.venv
-    sysrec = sysrec or spec.system_record()
+def resolve_venv(venv: str | None, sysrec: System) -> str:
+    """The environment a job on ``sysrec`` activates: ``venv`` (a spec's field) when given,
+    else the default ('' = none: the local backend puts this interpreter first on PATH)."""
+    if venv is not None:
+        return venv
     if sysrec.scheduler == "none":
         return ""
     return site_default_venv(sysrec)

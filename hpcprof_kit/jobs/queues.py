@@ -46,6 +46,24 @@ RESERVATION_NAMES: dict[str, re.Pattern[str]] = {"pbs": re.compile(r"^[RS]\d+$")
 # "name = value" lines of qstat -f / pbs_rstat -f; long values wrap onto indented lines.
 _ATTRIBUTE = re.compile(r"^\s*([A-Za-z_][\w.]*) = (.*)$")
 _HMS = re.compile(r"^(\d+):([0-5]?\d):([0-5]?\d)$")
+# A walltime as a job spec and a workshop file write it.
+_WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
+
+
+def walltime_seconds(text: str) -> int:
+    """Seconds in an ``HH:MM:SS`` walltime (the one rule for specs, queues and workshops).
+
+    >>> walltime_seconds("01:30:00")
+    5400
+    """
+    m = _WALLTIME.match(text or "")
+    if not m:
+        raise SpecError(
+            f"walltime {text!r} is not HH:MM:SS (minutes and seconds 00-59); "
+            "write it like '00:10:00'"
+        )
+    h, mi, s = (int(g) for g in m.groups())
+    return h * 3600 + mi * 60 + s
 
 
 @dataclass(frozen=True)
@@ -251,8 +269,6 @@ def register_queue(
     '1-8 nodes, walltime at most 02:00:00'
     >>> forget_queue("aurora", "alcf_workshop")
     """
-    from hpcprof_kit.jobs.spec import walltime_seconds  # the one HH:MM:SS check
-
     if max_walltime is not None:
         walltime_seconds(max_walltime)
     if not isinstance(min_nodes, int) or min_nodes < 1:

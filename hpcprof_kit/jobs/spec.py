@@ -14,16 +14,26 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs.commands import SCRIPT_SUFFIXES, absolute_paths, script_label
+from hpcprof_kit.jobs.environment import resolve_venv
 from hpcprof_kit.jobs.examples import EXAMPLES
-from hpcprof_kit.jobs.queues import QueueLimits, resolve_queue
+from hpcprof_kit.jobs.queues import QueueLimits, resolve_queue, walltime_seconds
+from hpcprof_kit.jobs.render import ScriptPreview, render_script
+from hpcprof_kit.jobs.resolved import (
+    Layout,
+    ResolvedJob,
+    launch_words,
+    prepend_lines,
+    resolve_binding,
+    resolve_tracing,
+)
 from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.tracers import check_rank_selection
 
-if TYPE_CHECKING:
-    from hpcprof_kit.jobs.render import ScriptPreview
+__all__ = ["JobSpec", "ResolvedJob", "absolute_paths", "script_label", "walltime_seconds"]
 
 TRACERS = ("unitrace", "nsys", "ncu")
 # Job names reach the scheduler and file names: letters, digits, '.', '_', '-' only.
@@ -31,53 +41,6 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")  # queue, account
 _FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
-# A custom command's script: the word that names its run; a relative one is made absolute.
-SCRIPT_SUFFIXES = (".py", ".sh")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def script_label(command: tuple[str, ...]) -> str:
-    """What a custom command's run is called: its script's stem, the module after ``-m``,
-    else the program's name (characters a file name cannot take become ``_``).
-
-    >>> script_label(("python", "/home/me/mlp.py", "--lr", "0.1"))
-    'mlp'
-    >>> script_label(("python3", "-m", "mypkg.train")), script_label(("./a.out",))
-    ('train', 'a.out')
-    """
-    words = [str(w) for w in command]
-    for i, word in enumerate(words):
-        if i and words[i - 1] == "-m":
-            return _UNSAFE.sub("_", word.rsplit(".", 1)[-1]) or "command"
-        if not word.startswith("-") and word.endswith(SCRIPT_SUFFIXES):
-            return _UNSAFE.sub("_", os.path.basename(word)[: -len(os.path.splitext(word)[1])])
-    return _UNSAFE.sub("_", os.path.basename(words[0]) if words else "") or "command"
-
-
-def absolute_paths(words: tuple[str, ...], cwd: str | None = None) -> tuple[str, ...]:
-    """Words naming a script or a path that exists relative to ``cwd`` (default: here),
-    made absolute: the job runs in its run directory, where the relative name finds nothing.
-
-    >>> import os, tempfile
-    >>> d = tempfile.mkdtemp(); _ = open(os.path.join(d, "mlp.py"), "w").close()
-    >>> words = absolute_paths(("python", "mlp.py", "--out", "mlp.py.bak"), cwd=d)
-    >>> words[1] == os.path.join(d, "mlp.py"), words[3]
-    (True, 'mlp.py.bak')
-    """
-    base = cwd or os.getcwd()
-    out = []
-    for word in words:
-        if not isinstance(word, str):  # validate() names it
-            out.append(word)
-            continue
-        pathlike = "/" in word or word.endswith(SCRIPT_SUFFIXES)
-        if pathlike and not word.startswith(("-", "/", "$", "~")) and "=" not in word:
-            candidate = os.path.join(base, word)
-            if os.path.isfile(candidate):
-                word = os.path.normpath(candidate)
-        out.append(word)
-    return tuple(out)
 
 
 def _venv_ok(venv: object) -> bool:
@@ -86,22 +49,6 @@ def _venv_ok(venv: object) -> bool:
         return False
     rest = venv.removeprefix("$HOME/").removeprefix("${HOME}/")
     return not any(c in rest for c in '\n\x00"`$')
-
-
-def walltime_seconds(text: str) -> int:
-    """Seconds in an ``HH:MM:SS`` walltime.
-
-    >>> walltime_seconds("01:30:00")
-    5400
-    """
-    m = _WALLTIME.match(text or "")
-    if not m:
-        raise SpecError(
-            f"walltime {text!r} is not HH:MM:SS (minutes and seconds 00-59); "
-            "write it like '00:10:00'"
-        )
-    h, mi, s = (int(g) for g in m.groups())
-    return h * 3600 + mi * 60 + s
 
 
 @dataclass(frozen=True)
@@ -189,7 +136,42 @@ class JobSpec:
     # ---- validation -----------------------------------------------------------------------
     def validate(self) -> JobSpec:
         """Check every field against the system record; returns self or raises SpecError."""
+        self._check(self.system_record())
+        return self
+
+    def resolve(self) -> ResolvedJob:
+        """Check this spec against its system record (loaded once) and decide everything the
+        job script says: queue, launch line, binding, tracer, environment, command."""
         sysrec = self.system_record()
+        queue = self._check(sysrec)
+        at = Layout(self.nodes, self.ranks_per_node)
+        binding = resolve_binding(self.binding, sysrec, self.ranks_per_node)
+        tracing = resolve_tracing(self.tracer, sysrec, at, self.profrank, self.rankcutoff)
+        what = EXAMPLES[self.example].about if self.command is None else "a custom command"
+        return ResolvedJob(
+            system=sysrec,
+            queue=queue,
+            queue_name=self.queue if self.queue is not None else sysrec.default_queue,
+            name=self.job_name,
+            title=f"{self.label} on {sysrec.name}: {what}",
+            layout=at,
+            walltime=self.walltime,
+            account=self.account,
+            filesystems=self.filesystems
+            if self.filesystems is not None
+            else sysrec.default_filesystems,
+            setup=tuple(self.setup if self.setup is not None else sysrec.setup_lines),
+            venv=resolve_venv(self.venv, sysrec),
+            env=tuple(sorted(self.env.items())),  # name order: from JSON or not, the same text
+            binding=binding,
+            tracing=tracing,
+            command=self.full_command(),
+            launch=" ".join(launch_words(sysrec, at, list(binding.launcher_args))),
+            prepend=tuple(prepend_lines(sysrec)),
+        )
+
+    def _check(self, sysrec: System) -> QueueLimits:
+        """Every field against ``sysrec``; the queue limits it was checked against."""
         where = f"on {sysrec.name} ({sysrec.source})"
         if self.example not in EXAMPLES:
             raise SpecError(
@@ -271,7 +253,7 @@ class JobSpec:
         for line in self.setup or ():
             if "\n" in line or "\x00" in line:
                 raise SpecError(f"setup line {line!r} must be one line of shell")
-        return self
+        return queue
 
     def _warn_missing_script(self) -> None:
         """A relative script that is not here will not be in the run directory either."""
@@ -340,15 +322,12 @@ class JobSpec:
 
     # ---- rendering and display ------------------------------------------------------------
     def render(self) -> str:
-        """The job script for this spec (pure and deterministic); see ``hpcprof_kit.jobs.render``."""
-        from hpcprof_kit.jobs.render import render_script
-
-        return render_script(self)
+        """The job script for this spec (pure and deterministic): ``resolve()``, then the
+        scheduler's template (``hpcprof_kit.jobs.render``)."""
+        return render_script(self.resolve())
 
     def preview(self) -> ScriptPreview:
         """The script as a highlighted notebook display (its plain text is the script)."""
-        from hpcprof_kit.jobs.render import ScriptPreview
-
         return ScriptPreview(self.render())
 
     def with_(self, **changes: Any) -> JobSpec:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 
 from hpcprof_kit.jobs.backends import choose_backend, get_backend
-from hpcprof_kit.jobs.environment import resolve_venv
 from hpcprof_kit.jobs.handle import Job
+from hpcprof_kit.jobs.queues import walltime_seconds
+from hpcprof_kit.jobs.render import render_script
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
-from hpcprof_kit.jobs.spec import JobSpec, walltime_seconds
+from hpcprof_kit.jobs.spec import JobSpec
+from hpcprof_kit.tracers import warn_unfiltered_ncu
 
 
 def submit(
@@ -23,10 +25,12 @@ def submit(
     runs_root: str | os.PathLike[str] | None = None,
 ) -> Job:
     """Submit ``spec``; the run directory keeps the exact script, the spec and a manifest."""
+    resolved = spec.resolve()  # checked first: a bad spec never makes a run directory
+    warn_unfiltered_ncu(spec)  # ncu on every kernel outlives most walltimes: said before it runs
+    script = render_script(resolved)
+    system = resolved.system
     # The environment the job activates is recorded in spec.json as in the script.
-    spec = spec.with_(venv=resolve_venv(spec))
-    script = spec.render()  # validates first: a bad spec never makes a run directory
-    system = spec.system_record()
+    spec = spec.with_(venv=resolved.venv)
     name = choose_backend(system, backend, nodes=spec.nodes)
     chosen = get_backend(name)
     run = RunDir.create(spec, runs_root)

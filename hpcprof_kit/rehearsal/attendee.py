@@ -13,7 +13,7 @@ from pathlib import Path
 def _submit_script(request: dict) -> dict:
     from hpcprof_kit.jobs import Job, JobSpec, RunDir
     from hpcprof_kit.jobs.backends import get_backend
-    from hpcprof_kit.jobs.spec import walltime_seconds
+    from hpcprof_kit.jobs.queues import walltime_seconds
 
     spec = JobSpec.from_json(request["spec"])
     run = RunDir.create(spec, request["runs_root"])

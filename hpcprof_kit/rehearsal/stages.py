@@ -6,11 +6,12 @@ later stages SKIP, as on the site nothing after it would have happened.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.jobs.backends.outcome import read_job_end
-from hpcprof_kit.rehearsal.run import RANK_FAILURES, Rehearsal, Stage, _tail
+from hpcprof_kit.rehearsal.report import RANK_FAILURES, Rehearsal, Stage, tail
 from hpcprof_kit.rehearsal.twin import Twin
 
 
@@ -132,8 +133,8 @@ def _launch(twin: Twin, run_dir: Path | None) -> Stage:
     if refused:
         return Stage("launch", "fail", refused[0]["message"], "use Cray PALS's flags")
     if not launches:
-        tail = _tail(run_dir / "stderr") if run_dir else ""
-        return Stage("launch", "fail", f"mpiexec was never reached ({tail or 'no stderr'})")
+        last = tail(run_dir / "stderr") if run_dir else ""
+        return Stage("launch", "fail", f"mpiexec was never reached ({last or 'no stderr'})")
     e = launches[-1]
     return Stage(
         "launch", "ok",
@@ -160,7 +161,7 @@ def _ranks(twin: Twin, spec: JobSpec, run_dir: Path | None) -> Stage:
     detail = (
         f"ranks {_few(failed)} exited non-zero" if failed else f"ranks {_few(missing)} never ran"
     )
-    return Stage("ranks", "fail", f"{detail}: {_tail(run_dir / 'stderr') if run_dir else ''}")
+    return Stage("ranks", "fail", f"{detail}: {tail(run_dir / 'stderr') if run_dir else ''}")
 
 
 PMIX_MEANING = (
@@ -171,6 +172,17 @@ PMIX_MEANING = (
 
 def _few(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:6])) + (" ..." if len(ranks) > 6 else "") if ranks else "none"
+
+
+def _traced_ranks(twin: Twin, tracer: str, run_dir: Path) -> tuple[list[int], str]:
+    """The ranks a tracer ran on: the stand-in's log, or the reports the real nsys wrote
+    (``<run>_<rank>.nsys-rep``; the twin uses the real Nsight Systems where it is installed)."""
+    logged = {e["rank"] for e in twin.events("tool") if e["tool"] == tracer}
+    if logged:
+        return sorted(logged), "stand-in output"
+    reports = (run_dir / "traces" / tracer).glob("*.nsys-rep")
+    ranks = {int(m.group(1)) for p in reports if (m := re.search(r"_(\d+)\.nsys-rep$", p.name))}
+    return sorted(ranks), "reports (the real Nsight Systems)"
 
 
 def _outputs(
@@ -198,10 +210,10 @@ def _outputs(
     found = ""
     if spec.tracer:
         expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank, spec.rankcutoff)
-        got = sorted(e["rank"] for e in twin.events("tool") if e["tool"] == spec.tracer)
+        got, what = _traced_ranks(twin, spec.tracer, run_dir)
         if got != expect:
             problems.append(f"{spec.tracer} traced ranks {got}, the seeds' rule selects {expect}")
-        found = f"; {spec.tracer} stand-in output for ranks {got}"
+        found = f"; {spec.tracer} {what} for ranks {got}"
     if spec.profile:
         traces = sorted((run_dir / "traces").glob("*-of-*.json*"))
         if len(traces) != spec.total_ranks:
@@ -233,11 +245,11 @@ def _traces(spec: JobSpec, run_dir: Path | None) -> Stage:
 
 def _affinity(spec: JobSpec, run_dir: Path | None) -> Stage:
     from hpcprof_kit.affinity.report import compare, parse_report
-    from hpcprof_kit.jobs.render import binding_preset
+    from hpcprof_kit.jobs.resolved import binding_preset
 
     assert run_dir is not None
     record = spec.system_record()
-    preset = binding_preset(spec, record)
+    preset = binding_preset(spec.binding, record)
     if preset == "none":
         return Stage("affinity", "ok", "no binding plan to compare")
     from hpcprof_kit.affinity import plan_for

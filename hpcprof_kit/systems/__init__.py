@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,14 @@ def system_names() -> list[str]:
     return sorted(names)
 
 
+@lru_cache(maxsize=64)
+def _read_record(path: str, mtime_ns: int, size: int) -> System:
+    """One record file parsed once per version of it (a changed file is read again)."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return _from_dict(data, source=Path(path).name)
+
+
 def load_system(name: str) -> System:
     """Load a system record by name; SystemError_ names the known systems."""
     if not isinstance(name, str) or not _SYSTEM_NAME.match(name):
@@ -245,9 +254,8 @@ def load_system(name: str) -> System:
     for d in _search_dirs():
         path = d / f"{name}.toml"
         if path.is_file():
-            with path.open("rb") as fh:
-                data = tomllib.load(fh)
-            return _from_dict(data, source=path.name)
+            stat = path.stat()
+            return _read_record(str(path), stat.st_mtime_ns, stat.st_size)
     raise SystemError_(
         f"system {name!r} is unknown (known: {', '.join(system_names())}); "
         "pass one of these, or add a record to $HPCPROF_SYSTEMS_DIR"

@@ -16,12 +16,12 @@ batch-job route for HPC systems in :mod:`hpcprof_kit.validate.batch`.
 
 from __future__ import annotations
 
+from hpcprof_kit.validate.notebooks import validate
 from hpcprof_kit.validate.run import (
     DOCTOR_FIX,
     NotebookResult,
     find_notebooks,
     results_table,
-    validate,
     validate_notebook,
 )
 

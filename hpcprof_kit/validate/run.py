@@ -10,10 +10,9 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from hpcprof_kit.errors import SpecError
 
@@ -211,44 +210,6 @@ def validate_notebook(
         if ok and proc.returncode != 0:
             ok, error = False, f"pytest exited {proc.returncode} with no failing cell"
         return NotebookResult(path.name, "passed" if ok else "failed", seconds, cell, error)
-
-
-def validate(
-    notebooks: Iterable[str | os.PathLike[str]] | None = None,
-    system: str = "local",
-    timeout: float = 600.0,
-    *,
-    cell_timeout: float | None = None,
-    on_result: Callable[[NotebookResult], None] | None = None,
-    **spec_fields: Any,
-) -> list[NotebookResult]:
-    """Validate notebooks here (``system="local"``) or as a batch job on an HPC system.
-
-    Every notebook runs even when an earlier one fails; ``on_result`` sees each verdict as
-    it arrives. On another system the validation is submitted through the jobs layer (with
-    ``spec_fields`` such as ``account="MYPROJ"``, ``queue="debug"``) and the per-notebook
-    verdicts are read back from the run directory when the job ends.
-
-    >>> results = validate(["notebooks/00_quickstart.ipynb"], timeout=300)   # doctest: +SKIP
-    >>> all(r.ok for r in results)                                          # doctest: +SKIP
-    True
-    """
-    paths = find_notebooks(notebooks)
-    if system != "local":
-        from hpcprof_kit.validate.batch import validate_as_job
-
-        return validate_as_job(
-            paths, system=system, timeout=timeout, on_result=on_result, **spec_fields
-        )
-    results = []
-    for path in paths:
-        result = validate_notebook(path, timeout=timeout, cell_timeout=cell_timeout)
-        if on_result is not None:
-            on_result(result)
-        results.append(result)
-        if result.result == "no-env":
-            break  # every other notebook would fail the same way
-    return results
 
 
 _HEADER = ("notebook", "result", "seconds", "failing cell", "error")

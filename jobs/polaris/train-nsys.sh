@@ -16,13 +16,19 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${PBS_O_WORKDIR:-$PWD}}"
 export HPCPROF_SYSTEM=polaris
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
-# The job records its own end (exit code and time) in the run directory, whatever started it.
+# The job records its own end (exit code, the signal that ended it, the time) in the run
+# directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
+hpcprof_signal=""
 hpcprof_job_end() {
-    local rc=$?
-    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
-        mv -f .job_end.part job_end.json
+    local rc=$? sig=""
+    [[ -z "$hpcprof_signal" ]] || sig=", \"signal\": $hpcprof_signal"
+    printf '{"exit_code": %d%s, "ended_at": "%s"}\n' "$rc" "$sig" "$(date -Iseconds)" \
+        >.job_end.part && mv -f .job_end.part job_end.json
 }
 trap hpcprof_job_end EXIT
+trap 'hpcprof_signal=15; exit 143' TERM
+trap 'hpcprof_signal=2; exit 130' INT
+trap 'hpcprof_signal=1; exit 129' HUP
 
 # Site environment
 module use /soft/modulefiles

@@ -14,13 +14,19 @@ export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}"
 export HPCPROF_SYSTEM=slurm
 cd "$HPCPROF_RUN_DIR"
 mkdir -p traces tables timings
-# The job records its own end (exit code and time) in the run directory, whatever started it.
+# The job records its own end (exit code, the signal that ended it, the time) in the run
+# directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
+hpcprof_signal=""
 hpcprof_job_end() {
-    local rc=$?
-    printf '{"exit_code": %d, "ended_at": "%s"}\n' "$rc" "$(date -Iseconds)" >.job_end.part &&
-        mv -f .job_end.part job_end.json
+    local rc=$? sig=""
+    [[ -z "$hpcprof_signal" ]] || sig=", \"signal\": $hpcprof_signal"
+    printf '{"exit_code": %d%s, "ended_at": "%s"}\n' "$rc" "$sig" "$(date -Iseconds)" \
+        >.job_end.part && mv -f .job_end.part job_end.json
 }
 trap hpcprof_job_end EXIT
+trap 'hpcprof_signal=15; exit 143' TERM
+trap 'hpcprof_signal=2; exit 130' INT
+trap 'hpcprof_signal=1; exit 129' HUP
 
 # Vendor tracer (ncu): its site module, checked before any rank starts
 command -v ncu >/dev/null || { echo "hpcprof-kit: ncu is not on PATH; load the module that provides it in JobSpec(setup=[...])" >&2; exit 1; }
@@ -53,6 +59,8 @@ mkdir -p "$out"
 # --set roofline|detailed|full; -k limits collection to kernels of that name.
 ncu_args=(--set "${NCU_SET:-detailed}")
 if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi
+if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi
+if [[ -n "${NCU_LAUNCH_COUNT:-}" ]]; then ncu_args+=(--launch-count "$NCU_LAUNCH_COUNT"); fi
 echo "hpcprof-kit: ncu traces rank $rank (local rank $local_rank) into $out" >&2
 exec ncu "${ncu_args[@]}" -o "$out/${run}_%q{SLURM_PROCID}" "$@"
 HPCPROF_TRACER_EOF

@@ -164,15 +164,16 @@ class PbsBackend:
         return done.stdout.strip()
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
-        record = read_job_end(run_dir)
         cancelled = (run_dir / CANCEL_MARK).exists()
         try:
             attrs = attributes(job_id, self.command_timeout)
         except SchedulerNotAnswering:
-            own = decided_by_record(record)
+            own = decided_by_record(read_job_end(run_dir))
             if own is not None:
                 return own
             raise
+        # Read after the answer: a job the server calls ended wrote its record before that.
+        record = read_job_end(run_dir)
         if attrs is None:
             answer = Status(ENDED, note=f"the PBS server no longer knows job {job_id}")
         else:

@@ -132,15 +132,15 @@ class SlurmBackend:
         return done.stdout.strip().split(";")[0]
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
-        record = read_job_end(run_dir)
         try:
             answer = self.ask(job_id)
         except SchedulerNotAnswering:
-            own = decided_by_record(record)
+            own = decided_by_record(read_job_end(run_dir))
             if own is not None:
                 return own
             raise
-        return judge(record, answer, (run_dir / CANCEL_MARK).exists())
+        # Read after the answer: a job the scheduler calls ended wrote its record before that.
+        return judge(read_job_end(run_dir), answer, (run_dir / CANCEL_MARK).exists())
 
     def ask(self, job_id: str) -> Status:
         """What Slurm says about the job; ``ENDED`` when it no longer knows it."""
