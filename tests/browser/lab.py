@@ -1,7 +1,10 @@
 """A JupyterLab server on 127.0.0.1 with a token, a scratch HOME and this venv's kernel.
 
-Nothing is written into the real home: HOME, the Jupyter config/data/runtime folders and
-IPython's folder all live under the scratch directory, and deleting files skips the trash.
+Nothing is written into the real home: HOME, the Jupyter config/data/runtime folders, the lab's
+settings and workspaces and IPython's folder all live under the scratch directory, and deleting
+files skips the trash. The kernel runs jobs into ``<scratch>/runs`` with no workshop file
+(``HPCPROF_WORKSHOP=off``). Notebooks render every cell (no windowing), so what the test reads
+in the page is the whole notebook, and the app is ``window.jupyterapp`` for the test's scripts.
 """
 
 from __future__ import annotations
@@ -48,7 +51,11 @@ def write_kernelspec(data_dir: Path, runs_dir: Path) -> Path:
         "display_name": KERNEL_NAME,
         "language": "python",
         # Kineto's USDT lines would land in outputs; runs stay out of the source tree.
-        "env": {"KINETO_LOG_LEVEL": "6", "HPCPROF_RUNS_DIR": str(runs_dir)},
+        "env": {
+            "KINETO_LOG_LEVEL": "6",
+            "HPCPROF_RUNS_DIR": str(runs_dir),
+            "HPCPROF_WORKSHOP": "off",  # a workshop.toml in the checkout must not apply
+        },
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
     return spec_dir
@@ -73,6 +80,8 @@ class JupyterLab:
             "JUPYTER_RUNTIME_DIR": self.scratch / "jupyter-runtime",
             "IPYTHONDIR": self.scratch / "ipython",
             "MPLCONFIGDIR": self.scratch / "matplotlib",
+            "JUPYTERLAB_SETTINGS_DIR": self.scratch / "lab-settings",
+            "JUPYTERLAB_WORKSPACES_DIR": self.scratch / "lab-workspaces",
         }
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
@@ -80,6 +89,8 @@ class JupyterLab:
         env.update({k: str(v) for k, v in dirs.items()})
         env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         env["KINETO_LOG_LEVEL"] = "6"
+        env["HPCPROF_WORKSHOP"] = "off"
+        env["HPCPROF_RUNS_DIR"] = str(self.scratch / "runs")
         env["JUPYTER_PREFER_ENV_PATH"] = "0"  # our data dir (and kernelspec) before the venv's
         return env
 
@@ -90,6 +101,14 @@ class JupyterLab:
         disabled = {"@jupyterlab/apputils-extension:announcements": True}
         (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
 
+    def write_user_settings(self, settings_dir: Path) -> None:
+        """Every cell attached to the page (no windowing) and no blank space past the end."""
+        tracker = (
+            settings_dir / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+        )
+        tracker.parent.mkdir(parents=True, exist_ok=True)
+        tracker.write_text(json.dumps({"windowingMode": "none", "scrollPastEnd": False}))
+
     def command(self) -> list[str]:
         cmd = [
             sys.executable, "-m", "jupyterlab", "--no-browser",
@@ -99,6 +118,7 @@ class JupyterLab:
             "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--FileContentsManager.delete_to_trash=False",
+            "--LabApp.expose_app_in_browser=True",
         ]  # fmt: skip
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # the server refuses to start as root otherwise
@@ -108,6 +128,7 @@ class JupyterLab:
         env = self.env()
         write_kernelspec(Path(env["JUPYTER_DATA_DIR"]), self.scratch / "runs")
         self.write_page_config(Path(env["JUPYTER_CONFIG_DIR"]))
+        self.write_user_settings(Path(env["JUPYTERLAB_SETTINGS_DIR"]))
         log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             self.command(), cwd=self.root_dir, env=env, stdout=log, stderr=subprocess.STDOUT

@@ -1,0 +1,126 @@
+"""Which notebooks the browser test runs, and what each must show: one declared table.
+
+A notebook belongs in the browser test when one of its code cells calls something that draws a
+plot or shows a widget (:data:`SHOWS_SOMETHING`). :data:`NOTEBOOKS` says, per notebook, which
+source snippet shows what; the expected counts are summed from the snippets found in the
+notebook's code, so the table and the notebook cannot drift apart silently:
+``test_browser_table_matches_the_notebooks`` fails when a cell that draws or shows a widget is
+not declared, or a declared snippet is no longer there.
+
+Where a picture lands in JupyterLab (``Shows.via``):
+
+* ``"png"``: a matplotlib figure shown as ``image/png`` (``.jp-RenderedImage img``);
+* ``"html"``: a ``Plot`` (``traces.plot_*``, ``timing.plot_*``) returned as a cell's value: its
+  ``_repr_html_`` embeds the PNG in HTML (``.jp-RenderedHTMLCommon img``);
+* ``"widget"``: drawn inside a widget (an ``Output`` widget or an ``Image`` widget).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# A code cell matching this draws a plot or shows a widget, and must be declared below.
+SHOWS_SOMETHING = re.compile(
+    r"\b(?:plot_\w+|draw_plan|schedule_explorer|job_form|job_monitor|timeline_zoom)\s*\("
+    r"|progress\s*=\s*True|\.fig\b|\bipywidgets\b|\bplt\.show\(|\bdisplay\(\s*(?:fig|\w*plot)"
+)  # display(a_table) shows no picture: not listed
+
+VIAS = ("png", "html", "widget")
+
+
+@dataclass(frozen=True)
+class Shows:
+    """``snippet`` (exact text of a code cell) shows ``widgets`` widgets and ``images`` images."""
+
+    snippet: str
+    widgets: int = 0
+    images: int = 0
+    via: str = "png"
+
+    def __post_init__(self) -> None:
+        assert self.via in VIAS, self.via
+
+
+NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
+    "00_quickstart": (
+        Shows("job.wait(progress=True)", widgets=1),  # the job's progress bar
+        Shows("timeline = traces.plot_timeline(df)"),  # kept; the next cell shows it
+        Shows("timeline.fig", images=1, via="png"),
+        Shows("schedule_explorer(", widgets=1, images=1, via="widget"),
+        Shows("job_form(", widgets=1),
+    ),
+    "04_profiler_schedules": (Shows("plot_schedule(", images=1, via="png"),),
+    "05_reading_traces": (
+        Shows("traces.plot_timeline(df)", images=1, via="html"),
+        Shows("traces.plot_breakdown(bd)", images=1, via="html"),
+        Shows("traces.plot_rank_heatmap(df)", images=1, via="html"),
+        Shows('traces.plot_same_name(df, "aten::mm")', images=1, via="html"),
+        Shows("timeline_zoom(", widgets=1, images=1, via="widget"),  # issue #16's zoom
+    ),
+    "07_affinity_exercise": (
+        Shows("draw_plan(aurora)", images=1, via="png"),
+        Shows("draw_plan(depth8)", images=1, via="png"),
+        Shows("draw_plan(mistake)", images=1, via="png"),
+    ),
+    "08_sequence_parallel_timing": (Shows("timing.plot_compute_vs_comm(t)", images=1, via="html"),),
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a notebook must show once every cell ran."""
+
+    widgets: int
+    images: dict[str, int]  # via -> count
+
+    @property
+    def total_images(self) -> int:
+        return sum(self.images.values())
+
+
+def code_cells(path: Path) -> list[str]:
+    nb = json.loads(path.read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def notebooks_showing_something(folder: Path) -> list[str]:
+    """Stems of the notebooks in ``folder`` with a code cell matching :data:`SHOWS_SOMETHING`."""
+    return sorted(
+        p.stem
+        for p in folder.glob("[0-9]*.ipynb")
+        if any(SHOWS_SOMETHING.search(code) for code in code_cells(p))
+    )
+
+
+def expected(path: Path) -> Expected:
+    """The counts for the notebook at ``path``, from the snippets its code holds."""
+    cells = code_cells(path)
+    widgets, images = 0, dict.fromkeys(VIAS, 0)
+    for shows in NOTEBOOKS[path.stem]:
+        found = sum(code.count(shows.snippet) for code in cells)
+        widgets += found * shows.widgets
+        images[shows.via] += found * shows.images
+    return Expected(widgets, images)
+
+
+def table_problems(folder: Path) -> list[str]:
+    """Where :data:`NOTEBOOKS` and the notebooks in ``folder`` disagree (empty: they agree)."""
+    problems = []
+    showing = notebooks_showing_something(folder)
+    for stem in sorted(set(showing) - set(NOTEBOOKS)):
+        problems.append(f"{stem}: draws or shows a widget but is not in NOTEBOOKS")
+    for stem in sorted(set(NOTEBOOKS) - set(showing)):
+        problems.append(f"{stem}: in NOTEBOOKS but draws nothing (or the file is gone)")
+    for stem in sorted(set(NOTEBOOKS) & set(showing)):
+        cells = code_cells(folder / f"{stem}.ipynb")
+        for shows in NOTEBOOKS[stem]:
+            if not any(shows.snippet in code for code in cells):
+                problems.append(f"{stem}: declared snippet {shows.snippet!r} not found")
+        for code in cells:
+            if SHOWS_SOMETHING.search(code) and not any(s.snippet in code for s in NOTEBOOKS[stem]):
+                first = SHOWS_SOMETHING.search(code).group(0)
+                problems.append(f"{stem}: a cell calling {first!r} is not declared:\n{code}")
+    return problems
