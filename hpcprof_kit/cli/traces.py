@@ -14,6 +14,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from hpcprof_kit.errors import TraceFormatError
+
 PLOTS = ("timeline", "breakdown", "heatmap")
 NOTHING_TO_RANK = {
     "op": "no ops in this trace",
@@ -92,7 +94,24 @@ def _load(path: list[str]):
         df = load(path)
     for w in caught:  # the loader's findings (no rank in file, bytes lost) go to stderr
         print(f"warning: {w.message}", file=sys.stderr)
+    if len(df) == 0:
+        raise TraceFormatError(nothing_loaded(df.attrs.get("ranks", {})))
     return df
+
+
+def nothing_loaded(ranks: dict) -> str:
+    """Why each file gave no event, in one line: its last finding, or that it holds none.
+
+    >>> nothing_loaded({0: {"source": "t.json", "warnings": ["skipped 3 bad events"]}})
+    't.json: no event loaded: skipped 3 bad events'
+    """
+    why = []
+    for meta in ranks.values():
+        notes = [n for n in meta.get("warnings", []) if not n.startswith("no rank in")]
+        bad = [n for n in notes if n.startswith("skipped")]
+        reason = (bad or notes or ["it holds no complete (X) or instant (i) events"])[0]
+        why.append(f"{meta.get('source', '?')}: no event loaded: {reason}")
+    return "; ".join(why) or "no event loaded"
 
 
 def summary_table(df):
@@ -112,11 +131,15 @@ def summary_table(df):
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    table = summary_table(_load(args.path))
+    df = _load(args.path)
+    table = summary_table(df)
     if args.json:
         print(json.dumps(table.round(3).to_dict(orient="records"), indent=1))
     else:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        for rank, meta in df.attrs["ranks"].items():
+            if meta.get("skipped"):
+                print(f"note: rank {rank}: {meta['skipped']} bad events skipped (see warnings)")
         if (table["steps"] == 0).any():
             print(
                 "note: ranks with 0 steps have no ProfilerStep events; their whole trace is step -1"

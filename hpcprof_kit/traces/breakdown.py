@@ -54,8 +54,62 @@ def require_table(df: pd.DataFrame, needed: tuple[str, ...] = ("rank", "track", 
         )
 
 
+def bare(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` over the same columns without its ``attrs``.
+
+    pandas deep-copies ``attrs`` into every frame and column derived from a frame, and a
+    run's per-rank metadata grows with its ranks: an analysis that kept them paid that copy
+    on every step of its work, which made it quadratic in the ranks.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"rank": [0]}); df.attrs["ranks"] = {0: {}}
+    >>> bare(df).attrs, df.attrs
+    ({}, {'ranks': {0: {}}})
+    """
+    out = df.copy(deep=False)
+    out.attrs = {}
+    return out
+
+
+def text_test(column: pd.Series, test) -> np.ndarray:
+    """``test`` (a vectorised test of a text Series) over a column's text as a boolean array;
+    a category column is tested once per label instead of once per row.
+
+    >>> import pandas as pd
+    >>> text_test(pd.Series(["ProfilerStep#1", "mm"], dtype="category"), lambda s: s == "mm")
+    array([False,  True])
+    """
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        labels = pd.Series([*column.cat.categories.astype(str), None], dtype=str)
+        hit = test(labels).to_numpy(dtype=bool)
+        return hit[column.cat.codes.to_numpy()]  # code -1 (missing) takes the last slot
+    return test(column.astype(str)).to_numpy(dtype=bool)
+
+
 def _is_step(names: pd.Series) -> np.ndarray:
-    return names.astype(str).str.startswith(STEP_PREFIX).to_numpy()
+    return text_test(names, lambda s: s.str.startswith(STEP_PREFIX))
+
+
+def _in(column: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    return text_test(column, lambda s: s.isin(values))
+
+
+def rank_groups(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by rank once: ``(order, ranks, bounds)`` where ``order`` sorts the rows by
+    rank (keeping their order within a rank) and rank ``ranks[i]`` is rows
+    ``order[bounds[i]:bounds[i + 1]]``.
+
+    >>> order, ranks, bounds = rank_groups(np.array([1, 0, 1, 0]))
+    >>> order.tolist(), ranks.tolist(), bounds.tolist()
+    ([1, 3, 0, 2], [0, 1], [0, 2, 4])
+    """
+    order = np.argsort(rank, kind="stable")
+    ranked = rank[order]
+    cuts = np.flatnonzero(ranked[1:] != ranked[:-1]) + 1
+    bounds = np.concatenate([[0], cuts, [ranked.size]] if ranked.size else [[0]]).astype(np.int64)
+    return order, ranked[bounds[:-1]], bounds
 
 
 def step_spans(df: pd.DataFrame) -> pd.DataFrame:
@@ -67,33 +121,102 @@ def step_spans(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     require_table(df)
-    rows = []
+    df = bare(df)
+    rank = df["rank"].to_numpy()
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
     # the host's ProfilerStep spans; GPU traces repeat them as gpu_user_annotation, not a step
-    is_step = _is_step(df["name"]) & (df["track"].astype(str).to_numpy() == "cpu")
-    steps = df[is_step & (df["dur_ns"].to_numpy() > 0)]
-    for rank in sorted(df["rank"].unique().tolist()):
-        mine = steps[steps["rank"] == rank]
-        if len(mine):
-            numbers = mine["name"].astype(str).str.slice(len(STEP_PREFIX)).astype(int)
-            for number, ts, dur in zip(numbers, mine["ts_ns"], mine["dur_ns"], strict=True):
-                rows.append((rank, int(number), int(ts), int(ts + dur), int(dur), "ProfilerStep"))
-        else:
-            sub = df[df["rank"] == rank]
-            lo = int(sub["ts_ns"].min())
-            hi = int((sub["ts_ns"] + sub["dur_ns"]).max())
-            rows.append((rank, -1, lo, hi, hi - lo, WHOLE_TRACE))
-    cols = ["rank", "step", "start_ns", "end_ns", "wall_ns", "span"]
-    out = pd.DataFrame(rows, columns=cols)
+    is_step = _is_step(df["name"]) & _in(df["track"], ("cpu",)) & (dur > 0)
+    rows = np.flatnonzero(is_step)
+    rows = rows[np.argsort(rank[rows], kind="stable")]  # by rank, trace order within one
+    names = df["name"].iloc[rows].astype(str)
+    numbers = names.str.slice(len(STEP_PREFIX)).astype(int).to_numpy(dtype=np.int64)
+    # ranks without ProfilerStep events: one pseudo step over the whole trace
+    order, ranks, bounds = rank_groups(rank)
+    stepless = ~np.isin(ranks, rank[rows])
+    end = (ts + dur)[order]
+    lo = np.minimum.reduceat(ts[order], bounds[:-1])[stepless] if ranks.size else ranks
+    hi = np.maximum.reduceat(end, bounds[:-1])[stepless] if ranks.size else ranks
+    if rows.size + lo.size == 0:
+        return pd.DataFrame([], columns=["rank", "step", "start_ns", "end_ns", "wall_ns", "span"])
+    out = pd.DataFrame(
+        {
+            "rank": np.concatenate([rank[rows], ranks[stepless]]).astype(np.int64),
+            "step": np.concatenate([numbers, np.full(lo.size, -1, dtype=np.int64)]),
+            "start_ns": np.concatenate([ts[rows], lo]).astype(np.int64),
+            "end_ns": np.concatenate([ts[rows] + dur[rows], hi]).astype(np.int64),
+            "wall_ns": np.concatenate([dur[rows], hi - lo]).astype(np.int64),
+            "span": ["ProfilerStep"] * rows.size + [WHOLE_TRACE] * int(lo.size),
+        }
+    )
     # a step exported twice (repeat cycles, duplicated files) keeps its longest span
+    out = out.iloc[np.argsort(out["rank"].to_numpy(), kind="stable")].reset_index(drop=True)
     out = out.sort_values(["rank", "step", "wall_ns"]).drop_duplicates(
         ["rank", "step"], keep="last"
     )
     return out.reset_index(drop=True)
 
 
-def _spans(sub: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    start = sub["ts_ns"].to_numpy(dtype=np.int64)
-    return start, start + sub["dur_ns"].to_numpy(dtype=np.int64)
+def _event_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The per-event arrays the interval sets are made of, computed once for the whole table."""
+    import pandas as pd
+
+    track = df["track"]
+    device = df["device"].to_numpy() if "device" in df else np.full(len(df), -1)
+    is_comm = _in(track, ("comm",))
+    on_device = _in(track, DEVICE_TRACKS) | (is_comm & (device >= 0))
+    label = _in(df["cat"], (RANGE_CAT,)) & _in(track, ("cpu",))
+    wrapper = _is_step(df["name"]) | _in(df["cat"], WRAPPER_CATS) | label
+    host = _in(track, ("cpu", "runtime", "comm")) & ~on_device & ~wrapper
+    start = df["ts_ns"].to_numpy(dtype=np.int64)
+    cols = {
+        "start": start,
+        "end": start + df["dur_ns"].to_numpy(dtype=np.int64),
+        "on_device": on_device,
+        "device_comm": is_comm & on_device,
+        "gpu": _in(track, ("gpu",)),
+        "memory": _in(track, ("memcpy", "memset")),
+        "host": host,
+        "host_comm": host & is_comm,
+    }
+    # CPU-only ranks split their host work by thread; a row without pid or tid (code -1) has
+    # no thread, and like a pandas groupby the split leaves it out
+    pid, tid = (pd.factorize(df[c])[0].astype(np.int64) for c in ("pid", "tid"))
+    thread = pid * (int(tid.max(initial=0)) + 1) + tid
+    cols["thread"] = np.where((pid < 0) | (tid < 0), -1, thread)
+    return cols
+
+
+def _sets(c: dict[str, np.ndarray]) -> tuple[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The busy-interval sets of one rank's event arrays (see :func:`rank_sets`)."""
+    empty = np.array([], dtype=np.int64)
+
+    def spans(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return iv.union(c["start"][mask], c["end"][mask])
+
+    if c["on_device"].any():
+        sets = {
+            "comm": spans(c["device_comm"]),
+            "compute": spans(c["gpu"]),
+            "memory": spans(c["memory"]),
+            "host": spans(c["host"]),
+        }
+        return "device", sets
+    host = c["host"]
+    # per thread: an op that waits on a collective it wraps is not computing meanwhile
+    thread, start, end = c["thread"][host], c["start"][host], c["end"][host]
+    is_comm = c["host_comm"][host]
+    order = np.argsort(thread, kind="stable")
+    order = order[thread[order] >= 0]
+    cuts = np.flatnonzero(np.diff(thread[order])) + 1
+    work = []
+    for rows in np.split(order, cuts) if order.size else []:
+        comm = is_comm[rows]
+        busy = iv.union(start[rows][~comm], end[rows][~comm])
+        work.append(iv.subtract(busy, iv.union(start[rows][comm], end[rows][comm])))
+    sets = {"comm": spans(c["host_comm"]), "compute": iv.union_of(*work)}
+    sets["memory"] = sets["host"] = (empty, empty)
+    return "cpu", sets
 
 
 def rank_sets(sub: pd.DataFrame) -> tuple[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
@@ -102,38 +225,7 @@ def rank_sets(sub: pd.DataFrame) -> tuple[str, dict[str, tuple[np.ndarray, np.nd
     Returns ``(kind, sets)`` where kind is ``"device"`` when the rank has device events and
     ``"cpu"`` otherwise.
     """
-    track = sub["track"].astype(str).to_numpy()
-    device = sub["device"].to_numpy() if "device" in sub else np.full(len(sub), -1)
-    on_device = np.isin(track, DEVICE_TRACKS) | ((track == "comm") & (device >= 0))
-    cat = sub["cat"].astype(str).to_numpy()
-    label = (cat == RANGE_CAT) & (track == "cpu")
-    wrapper = _is_step(sub["name"]) | np.isin(cat, WRAPPER_CATS) | label
-    host = np.isin(track, ("cpu", "runtime", "comm")) & ~on_device & ~wrapper
-    sets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    if on_device.any():
-        kind = "device"
-        sets["comm"] = iv.union(*_spans(sub[(track == "comm") & on_device]))
-        sets["compute"] = iv.union(*_spans(sub[track == "gpu"]))
-        sets["memory"] = iv.union(*_spans(sub[np.isin(track, ("memcpy", "memset"))]))
-        sets["host"] = iv.union(*_spans(sub[host]))
-        return kind, sets
-    kind = "cpu"
-    comm = host & (track == "comm")
-    sets["comm"] = iv.union(*_spans(sub[comm]))
-    # per thread: an op that waits on a collective it wraps is not computing meanwhile
-    work = []
-    hosts = sub[host]
-    comm_rows = comm[host]
-    for _, idx in hosts.groupby(["pid", "tid"], observed=True, sort=False).indices.items():
-        thread = hosts.iloc[idx]
-        is_comm = comm_rows[idx]
-        busy = iv.union(*_spans(thread[~is_comm]))
-        work.append(iv.subtract(busy, iv.union(*_spans(thread[is_comm]))))
-    sets["compute"] = iv.union_of(*work)
-    empty = np.array([], dtype=np.int64)
-    sets["memory"] = (empty, empty)
-    sets["host"] = (empty, empty)
-    return kind, sets
+    return _sets(_event_columns(bare(sub)))
 
 
 def _layers(sets: dict) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -144,20 +236,21 @@ def _layers(sets: dict) -> list[tuple[np.ndarray, np.ndarray]]:
     return layers
 
 
-def _parts(sets: dict, layers: list, start: int, end: int) -> tuple[int, ...]:
-    """The six parts of the window ``[start, end)``, in ``PARTS`` order (they sum to its length)."""
-    covered = [iv.measure(*layer, start, end) for layer in layers]
-    comm = iv.measure(*sets["comm"], start, end)
+def _parts(sets: dict, layers: list, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """The six parts of each window ``[start, end)``, in ``PARTS`` order (they sum to its
+    length)."""
+    covered = [iv.measure_each(*layer, start, end) for layer in layers]
+    comm = iv.measure_each(*sets["comm"], start, end)
     exposed = covered[1] - covered[0]  # comm where no compute runs
     hidden = comm - exposed
-    return (
+    return [
         covered[0] - hidden,
         hidden,
         exposed,
         covered[2] - covered[1],
         covered[3] - covered[2],
         end - start - covered[3],
-    )
+    ]
 
 
 def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
@@ -179,16 +272,33 @@ def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
+    df = bare(df)
     spans = step_spans(df)
-    rows = []
-    for rank, sub in df.groupby("rank", sort=True):
-        kind, sets = rank_sets(sub)
-        layers = _layers(sets)
-        for s in spans[spans["rank"] == rank].itertuples(index=False):
-            parts = _parts(sets, layers, s.start_ns, s.end_ns)
-            rows.append((rank, s.step, s.start_ns, s.wall_ns, *parts, kind, s.span))
     cols = ["rank", "step", "start_ns", "wall_ns", *(f"{p}_ns" for p in PARTS), "kind", "span"]
-    return pd.DataFrame(rows, columns=cols)
+    if spans.empty:
+        return pd.DataFrame([], columns=cols)
+    events = _event_columns(df)
+    order, ranks, bounds = rank_groups(df["rank"].to_numpy())
+    events = {k: v[order] for k, v in events.items()}  # each rank's rows are now one slice
+    span_rank = spans["rank"].to_numpy()
+    first = np.searchsorted(span_rank, ranks, side="left")
+    last = np.searchsorted(span_rank, ranks, side="right")
+    start = spans["start_ns"].to_numpy(dtype=np.int64)
+    end = spans["end_ns"].to_numpy(dtype=np.int64)
+    parts = np.zeros((len(PARTS), len(spans)), dtype=np.int64)
+    kinds = np.empty(len(spans), dtype=object)
+    for i in range(ranks.size):
+        lo, hi = bounds[i], bounds[i + 1]
+        kind, sets = _sets({k: v[lo:hi] for k, v in events.items()})
+        a, b = first[i], last[i]
+        parts[:, a:b] = _parts(sets, _layers(sets), start[a:b], end[a:b])
+        kinds[a:b] = kind
+    out = pd.DataFrame({c: spans[c] for c in ("rank", "step", "start_ns", "wall_ns")})
+    for p, values in zip(PARTS, parts, strict=True):
+        out[f"{p}_ns"] = values
+    out["kind"] = pd.Series(kinds, dtype=str)
+    out["span"] = spans["span"]
+    return out
 
 
 def comm_overlap(data: pd.DataFrame) -> pd.DataFrame:
@@ -205,16 +315,26 @@ def comm_overlap(data: pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
-    bd = data if "exposed_comm_ns" in data.columns else step_breakdown(data)
+    bd = bare(data) if "exposed_comm_ns" in data.columns else step_breakdown(data)
     cols = ["rank", "kind", "comm_ns", "hidden_ns", "exposed_ns", "compute_ns", "overlap_ratio"]
-    rows = []
-    for rank, mine in bd.groupby("rank", sort=True):
-        hidden, exposed = int(mine["hidden_comm_ns"].sum()), int(mine["exposed_comm_ns"].sum())
-        compute = int(mine["compute_ns"].sum()) + hidden
-        comm = hidden + exposed
-        ratio = hidden / comm if comm else float("nan")
-        rows.append((rank, mine["kind"].iloc[0], comm, hidden, exposed, compute, ratio))
-    return pd.DataFrame(rows, columns=cols)
+    if bd.empty:
+        return pd.DataFrame([], columns=cols)
+    g = bd.groupby("rank", sort=True)
+    hidden = g["hidden_comm_ns"].sum().astype(np.int64)
+    exposed = g["exposed_comm_ns"].sum().astype(np.int64)
+    comm = hidden + exposed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(comm != 0, hidden / comm.where(comm != 0, 1), np.nan)
+    out = {
+        "rank": hidden.index.to_numpy().astype(np.int64),
+        "kind": g["kind"].first().to_numpy(),
+        "comm_ns": comm.to_numpy(),
+        "hidden_ns": hidden.to_numpy(),
+        "exposed_ns": exposed.to_numpy(),
+        "compute_ns": g["compute_ns"].sum().astype(np.int64).to_numpy() + hidden.to_numpy(),
+        "overlap_ratio": ratio.astype(float),
+    }
+    return pd.DataFrame(out, columns=cols)
 
 
 def rank_steps(df: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,8 @@ codes are split out of the distinct keys when the file is done.
 >>> events = FAST.decode(b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,'
 ...                      b' "tid": 1, "ts": 10.5, "dur": 2.0, "args": {"External id": 7}}]')
 >>> cols = Columns()
->>> cols.add(events, exact=False)
+>>> cols.add(events, exact=False)  # the events left out, with why
+[]
 >>> columns, vocab = cols.finish()
 >>> int(columns["ts_ns"][0]), int(columns["ext_id"][0]), vocab["name"]
 (10500, 7, ['aten::mm'])
@@ -17,7 +18,10 @@ codes are split out of the distinct keys when the file is done.
 
 from __future__ import annotations
 
+import json
+import math
 from decimal import Decimal
+from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -25,6 +29,9 @@ import msgspec
 import numpy as np
 
 KEPT_PHASES = frozenset({"X", "i", "I"})  # rows of the table; M events feed process names
+NOT_AN_OBJECT = "\0"  # the phase given to an array item that is not a JSON object
+BAD_NS = np.iinfo(np.int64).min  # an exact time that could not be read
+MAX_US = 9.2e15  # |µs| from here on overflows int64 ns
 
 # A json value may be a number, a string (string pids) or null; wide ints stay Python ints.
 Scalar = int | float | str | None
@@ -62,7 +69,7 @@ class _ExactEvent(msgspec.Struct, gc=False):
     name: str | None = None
     pid: Scalar = None
     tid: Scalar = None
-    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"0"))  # absent: 0
     dur: float | None = 0.0
     args: _Args = _NO_ARGS
 
@@ -73,17 +80,18 @@ ANY = msgspec.json.Decoder()
 
 
 def _exact_ns(raw: msgspec.Raw) -> int:
+    """ns of one ``ts`` text; ``BAD_NS`` when it is null, not a number or beyond int64."""
     raw = bytes(raw)
-    if raw == b"null":
-        return 0
     whole, _, frac = raw.partition(b".")
     if frac.isdigit() and (whole.isdigit() or whole[1:].isdigit()):
         ns = abs(int(whole)) * 1000 + round(int(frac) * 10 ** (3 - len(frac)))
-        return -ns if whole.startswith(b"-") else ns
-    try:  # other layouts (exponent, many decimals, a number written as a string)
-        return round(Decimal(raw.strip(b'"').decode()) * 1000)
-    except (ArithmeticError, ValueError):  # not a number at all: like a missing ts
-        return 0
+        ns = -ns if whole.startswith(b"-") else ns
+    else:
+        try:  # other layouts (exponent, many decimals, a number written as a string)
+            ns = round(Decimal(raw.strip(b'"').decode()) * 1000)
+        except (ArithmeticError, ValueError):  # null, not a number, infinite
+            return BAD_NS
+    return ns if BAD_NS < ns < -BAD_NS else BAD_NS
 
 
 _DIGIT_VALUES = 10 ** np.arange(18, -1, -1, dtype=np.int64)  # 10**18 ... 10**0
@@ -169,21 +177,41 @@ class Columns:
         except (TypeError, ValueError):
             return np.array([_as_float(v) for v in map(_GET[col], events)], dtype=np.float64)
 
-    def add(self, events: list, exact: bool) -> None:
-        """Append one slice of decoded events (``exact``: their ``ts`` is JSON text)."""
+    def add(self, events: list, exact: bool) -> list[tuple[int, str]]:
+        """Append one slice of decoded events (``exact``: their ``ts`` is JSON text).
+
+        Returns the events left out, as (position in ``events``, why): a ``ts`` that is null,
+        not a number or out of range, a ``dur`` that is not a number or out of range.
+        """
+        if exact:
+            ts = _exact_ns_many(list(map(_GET["ts"], events)))
+            bad_ts = ts == BAD_NS
+        else:
+            us = self._times(events, "ts")
+            bad_ts = ~(np.abs(us) < MAX_US)  # nan (null, text) and inf too
+            ts = _us_to_ns(np.where(bad_ts, 0.0, us) if bad_ts.any() else us)
+        d = self._times(events, "dur")
+        bad_dur = ~(np.abs(d) < MAX_US)
+        if bad_dur.any():  # a null dur is missing (0); text that is not a number is not
+            bad_dur &= np.array([e.dur is not None for e in events], dtype=bool)
+            d[~(np.abs(d) < MAX_US)] = 0.0
+        bad = bad_ts | bad_dur
+        if not bad.any():
+            self._append(events, ts, d)
+            return []
+        keep = ~bad
+        self._append(list(compress(events, keep.tolist())), ts[keep], d[keep])
+        return [(int(i), _why(events[i], bool(bad_ts[i]))) for i in np.flatnonzero(bad)]
+
+    def _append(self, events: list, ts: np.ndarray, d: np.ndarray) -> None:
+        """Append the columns of events whose times are read (``d``: dur in µs)."""
         n = len(events)
         # one code per (ph, cat, name, pid, tid): one dict lookup per event instead of five;
         # the columns are split out of the (few) distinct keys when the file is done
         self.parts["key"].append(
             np.fromiter(map(self.keys.__getitem__, map(_KEY, events)), np.int32, n)
         )
-        if exact:
-            ts = _exact_ns_many(list(map(_GET["ts"], events)))
-        else:
-            ts = _us_to_ns(self._times(events, "ts"))
         self.parts["ts_ns"].append(ts)
-        d = self._times(events, "dur")
-        d[np.isnan(d)] = 0.0
         self.parts["dur_ns"].append(np.rint(d * 1000).astype(np.int64))
         args = list(map(_ARGS, events))
         for col, key in _ID_ARGS.items():
@@ -217,6 +245,45 @@ class Columns:
         return cols, vocab
 
 
+class Skipped:
+    """Events left out of the table: all counted, the first few kept with index and reason.
+
+    >>> s = Skipped(); s.add(3, "ts is null"); s.note()
+    'skipped 1 bad events (index in traceEvents: why): #3: ts is null'
+    """
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[tuple[int, str]] = []
+
+    def add(self, index: int, why: str) -> None:
+        self.count += 1
+        if len(self.first) < self.SHOWN:
+            self.first.append((index, why))
+
+    def note(self) -> str:
+        shown = "; ".join(f"#{i}: {why}" for i, why in self.first)
+        more = self.count - len(self.first)
+        tail = f"; and {more} more" if more else ""
+        return f"skipped {self.count} bad events (index in traceEvents: why): {shown}{tail}"
+
+
+def _why(event: Any, bad_ts: bool) -> str:
+    """Why an event was left out, in words: the field and the value it held."""
+    field = "ts" if bad_ts else "dur"
+    value = getattr(event, field)
+    if isinstance(value, msgspec.Raw):
+        value = json.loads(bytes(value))  # Python's json: 1e400 reads as inf
+    if value is None:
+        return f"{field} is null"
+    if isinstance(value, int | float) and value == value:  # 1e400 reads as inf
+        return f"{field} is a number out of range ({value!r} µs)"
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    return f"{field} is {shown}, not a number"
+
+
 def _as_float(value: Any) -> float:
     try:
         return float(value)
@@ -231,15 +298,42 @@ def _us_to_ns(ts: np.ndarray) -> np.ndarray:
     return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000).astype(np.int64)
 
 
+def _decode_any(text: bytes) -> Any:
+    """Untyped decode; numbers beyond a float (``1e400``) go through Python's json, which
+    reads them as inf instead of refusing the whole slice."""
+    try:
+        return ANY.decode(text)
+    except msgspec.ValidationError:
+        try:
+            return json.loads(text.decode("utf-8", "replace"), strict=False)
+        except json.JSONDecodeError as exc:  # the callers' signal for "not cut at an event"
+            raise msgspec.DecodeError(str(exc)) from exc
+
+
+def _ts_text(ts: Any) -> msgspec.Raw:
+    if isinstance(ts, float) and not math.isfinite(ts):
+        return msgspec.Raw(b"null" if math.isnan(ts) else b"1e400")  # read as bad
+    return msgspec.Raw(msgspec.json.encode(ts))
+
+
 def decode_loose(text: bytes, exact: bool) -> list:
-    """Events whose fields have unexpected types: decode untyped, coerce field by field."""
-    raw = ANY.decode(text)
+    """Events whose fields have unexpected types: decode untyped, coerce field by field. An
+    array item that is not an object becomes an event of phase ``NOT_AN_OBJECT`` whose name
+    says what it was."""
+    return loose_events(_decode_any(text), exact)
+
+
+def loose_events(items: list, exact: bool) -> list:
+    """:func:`decode_loose` of items already decoded."""
     cls = _ExactEvent if exact else _Event
     out = []
-    for ev in raw:
-        ev = ev if isinstance(ev, dict) else {}
+    for ev in items:
+        if not isinstance(ev, dict):
+            shown = repr(ev) if len(repr(ev)) <= 40 else repr(ev)[:37] + "..."
+            out.append(cls(ph=NOT_AN_OBJECT, name=f"{shown} ({type(ev).__name__})"))
+            continue
         a = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        ts = ev.get("ts")
+        ts = ev.get("ts", 0)
         out.append(
             cls(
                 ph=str(ev.get("ph", "")),
@@ -247,8 +341,8 @@ def decode_loose(text: bytes, exact: bool) -> list:
                 name=_text(ev.get("name")),
                 pid=ev.get("pid") if not isinstance(ev.get("pid"), dict | list) else None,
                 tid=ev.get("tid") if not isinstance(ev.get("tid"), dict | list) else None,
-                ts=msgspec.Raw(msgspec.json.encode(ts)) if exact else _as_float(ts),
-                dur=_as_float(ev.get("dur")),
+                ts=_ts_text(ts) if exact else _number(ts),
+                dur=_number(ev.get("dur")),
                 args=_Args(**{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()}),
             )
         )
@@ -263,6 +357,11 @@ _ARG_KEYS = {
     "sycl_queue": "sycl queue",
     "name": "name",
 }
+
+
+def _number(value: Any) -> Any:
+    """A time as decoded (text stays text, so a bad one can be shown as written)."""
+    return value if value is None or isinstance(value, int | float | str) else str(value)
 
 
 def _text(value: Any) -> str | None:

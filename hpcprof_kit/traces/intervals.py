@@ -61,6 +61,29 @@ def measure(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
     return int((e - s).sum())
 
 
+def measure_each(
+    starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """:func:`measure` of many windows ``[lo[i], hi[i])`` at once (0 where ``hi <= lo``).
+
+    >>> measure_each(np.array([0, 20]), np.array([12, 30]), np.array([8, 0, 5]), np.array([25, 40, 5])).tolist()
+    [9, 22, 0]
+    """
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    if starts.size == 0:
+        return np.zeros(lo.shape, dtype=np.int64)
+    # covered length before each point: whole intervals before it plus the one it falls in
+    before = np.concatenate([[0], np.cumsum(ends - starts)])
+
+    def covered_to(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, x, side="right")
+        inside = np.clip(x - starts[np.maximum(i - 1, 0)], 0, (ends - starts)[np.maximum(i - 1, 0)])
+        return before[np.maximum(i - 1, 0)] + np.where(i > 0, inside, 0)
+
+    return np.where(hi > lo, covered_to(hi) - covered_to(lo), 0)
+
+
 def subtract(
     a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -329,6 +329,7 @@ def _rank_and_meta(path: Path, trace: Any, fmt: str) -> tuple[int, dict]:
         "warnings": notes,
         "rank_source": source,
         "bytes": trace.text_bytes,
+        "skipped": trace.skipped.count,  # bad events left out (the warnings say which, why)
     }
 
 

@@ -79,6 +79,7 @@ def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
         meta["cycles"].append(p.meta.get("cycle", 0))
         meta["sources"].append(p.meta.get("source"))
         meta["events"] = meta.get("events", 0) + p.meta.get("events", 0)
+        meta["skipped"] = meta.get("skipped", 0) + p.meta.get("skipped", 0)
         meta["warnings"] = [*meta.get("warnings", []), *p.meta.get("warnings", [])]
     return ranks
 

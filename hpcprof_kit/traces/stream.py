@@ -4,7 +4,9 @@ The file is never held as Python objects: it is read in pieces of 4 MiB, and dec
 slices of about 256 KiB, each cut at the end of a complete event and decoded with the typed
 decoders of ``events.py``; the columns grow by one NumPy array per slice. Defects seen in the
 wild (raw control characters, bare ``N/A``, trailing ``{}``, wide integers, a file cut short)
-are repaired or skipped with a warning instead of a crash.
+are repaired or skipped with a warning instead of a crash; an event whose time cannot be read
+(``"ts": "abc"``, ``1e400``) or that is not an object is left out, and the warning names its
+index in ``traceEvents`` and why.
 
 >>> from hpcprof_kit.traces.stream import read_chrome   # doctest: +SKIP
 >>> trace = read_chrome("traces/train-0-of-2.json.gz")  # doctest: +SKIP
@@ -14,6 +16,7 @@ are repaired or skipped with a warning instead of a crash.
 from __future__ import annotations
 
 import gc
+import json
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -26,7 +29,17 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceFormatError
-from .events import ANY, EXACT, FAST, KEPT_PHASES, Columns, decode_loose
+from .events import (
+    ANY,
+    EXACT,
+    FAST,
+    KEPT_PHASES,
+    NOT_AN_OBJECT,
+    Columns,
+    Skipped,
+    decode_loose,
+    loose_events,
+)
 
 READ_BYTES = 4 * 1024 * 1024  # read (or inflate) this much at a time
 # Decode this much at a time: the events of one slice stay in the CPU cache while their
@@ -69,6 +82,7 @@ class ChromeTrace:
     thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     text_bytes: int = 0  # decompressed JSON size
+    skipped: Skipped = field(default_factory=Skipped)  # events left out, and why
 
 
 def _pieces(path: Path, warn: list[str]):
@@ -128,6 +142,9 @@ class _Reader:
         self.meta: list = []  # M events
         self.empty_events = 0
         self.done = False  # saw the closing ']' of traceEvents
+        self.seen = 0  # items of traceEvents decoded so far (the index of the next one)
+        self.skipped = Skipped()
+        self.invalid = ""  # why the rest of traceEvents is not valid JSON, if it is not
 
     def _decode(self, text: bytes) -> list | None:
         """Decode ``[events]``; ``ts`` as float64 unless the file needs it exact (see below).
@@ -213,7 +230,25 @@ class _Reader:
             return p + 1 if after else last.end()
         return None
 
+    def salvage(self, buf: bytearray, pos: int) -> bytes | None:
+        """Last resort at the end of the file: the rest of traceEvents read by Python's json
+        (items that are not objects, say). Returns what follows the array, or None."""
+        text = _clean(b"[" + bytes(buf[_LEAD.match(buf, pos).end() :])).decode("utf-8", "replace")
+        try:
+            items, end = json.JSONDecoder(strict=False).raw_decode(text)
+        except json.JSONDecodeError as exc:
+            # a string open to the end, or an error at the end: the file is cut, not invalid
+            cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+            if not cut:
+                self.invalid = f"{exc.msg} at byte {exc.pos - 1} after the last event read"
+            return None
+        self._keep(loose_events(items, self.exact))
+        self.done = True
+        return text[end:].encode()
+
     def _keep(self, events: list) -> None:
+        base = self.seen
+        self.seen += len(events)
         phases = list(map(_PH, events))
         seen = set(phases)
         if seen <= KEPT_PHASES:
@@ -225,8 +260,16 @@ class _Reader:
             if "" in seen:
                 blank = compress(events, map("".__eq__, phases))
                 self.empty_events += sum(1 for e in blank if e.name is None)
-        if kept:
-            self.cols.add(kept, self.exact)
+            if NOT_AN_OBJECT in seen:
+                for i in compress(range(len(events)), map(NOT_AN_OBJECT.__eq__, phases)):
+                    self.skipped.add(base + i, f"{events[i].name} is not a JSON object")
+        if not kept:
+            return
+        skipped = self.cols.add(kept, self.exact)
+        if skipped:  # positions in kept -> in events
+            where = list(compress(range(len(events)), map(KEPT_PHASES.__contains__, phases)))
+            for i, why in skipped:
+                self.skipped.add(base + where[i], why)
 
 
 def read_chrome(path: str | Path) -> ChromeTrace:
@@ -275,7 +318,8 @@ def read_chrome(path: str | Path) -> ChromeTrace:
             if used == pos:
                 break
             pos = used
-        trailer = bytes(buf[pos:])
+        trailer = None if reader.done else reader.salvage(buf, pos)
+        trailer = bytes(buf[pos:]) if trailer is None else trailer
     finally:
         if gc_was_on:
             gc.enable()
@@ -309,8 +353,13 @@ def _find_events(buf: bytearray, path: Path, final: bool) -> dict[str, Any] | No
 def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> ChromeTrace:
     notes = reader.notes
     text = trailer.strip()
-    if not reader.done:
-        lost = len(text.lstrip(b", \n\r\t"))
+    lost = len(text.lstrip(b", \n\r\t"))
+    if not reader.done and reader.invalid:  # not "cut short": the file goes on after it
+        notes.append(
+            f"event #{reader.seen} or one soon after it is not valid JSON ({reader.invalid});"
+            f" kept every event before it, the {lost} bytes from there on were not read"
+        )
+    elif not reader.done:
         notes.append(
             f"file cut short: kept every complete event, {lost} bytes after the last one were lost"
         )
@@ -322,6 +371,8 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
             header = {**header, **extra}
     if reader.empty_events:
         notes.append(f"skipped {reader.empty_events} empty {{}} events")
+    if reader.skipped.count:
+        notes.append(reader.skipped.note())
     if reader.cols.wide_ints:
         notes.append(f"{reader.cols.wide_ints} ids did not fit in int64 and were set to -1")
     columns, vocab = reader.cols.finish()
@@ -337,4 +388,6 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
             processes[str(m.pid)] = value
         elif value is not None and m.name == "thread_name":
             threads[(str(m.pid), str(m.tid))] = value
-    return ChromeTrace(reader.path, header, columns, vocab, processes, threads, notes, total)
+    return ChromeTrace(
+        reader.path, header, columns, vocab, processes, threads, notes, total, reader.skipped
+    )
