@@ -116,3 +116,22 @@ def test_bad_plot_arguments_raise_kit_errors(tmp_path):
     out = P.plot_timeline(df).save(str(tmp_path / "t.png"))
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<img" in P.plot_breakdown(df)._repr_html_()
+
+
+def test_breakdown_and_heatmap_draw_the_spread_above_max_ranks():
+    events = [(r, *ev[1:]) for r in range(3) for ev in CPU_STEP]
+    events += [(r, "cpu", "ProfilerStep#1", 0, 1_000_000 * (r + 1)) for r in range(3)]
+    df = table(events)
+    assert len(P.plot_breakdown(df, max_ranks=3).fig.axes[0].patches) == 6 * len(
+        A.step_breakdown(df)
+    )  # a bar per rank and step, as below the default threshold
+    parts = P.plot_breakdown(df, max_ranks=2)
+    bd = A.step_breakdown(df)
+    wall = parts.table.query("part == 'wall'").set_index("step")
+    assert wall["max_ms"].tolist() == (bd.groupby("step")["wall_ns"].max() / 1e6).tolist()
+    assert wall["ranks"].tolist() == [3] * len(wall)
+    heat = P.plot_rank_heatmap(df, max_ranks=2)
+    assert heat.fig.axes[0].get_images() == []
+    assert heat.table.loc[1, ["min_ms", "median_ms", "max_ms"]].tolist() == [1.0, 2.0, 3.0]
+    assert heat.table.loc[1, "worst_ranks"] == (2, 1, 0)
+    assert heat.table.attrs["slowest_ranks"][0] == 2

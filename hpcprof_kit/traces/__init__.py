@@ -29,6 +29,8 @@ _EXPORTS = {
     "plot_timeline": "plots",
     "plot_breakdown": "plots",
     "plot_rank_heatmap": "plots",
+    "plot_breakdown_spread": "spread",
+    "pick_ranks": "rank_pick",
     "plot_same_name": "plots",
     "COLUMNS": "schema",
     "TRACKS": "schema",

@@ -16,15 +16,23 @@ from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
 from hpcprof_kit.traces.lanes import lod_bars
 from hpcprof_kit.traces.ops import same_name
+from hpcprof_kit.traces.rank_pick import pick_ranks
+from hpcprof_kit.traces.spread import (
+    check_count,
+    plot_breakdown_bands,
+    plot_breakdown_spread,
+    plot_step_bands,
+)
 from hpcprof_kit.traces.timeline import plot_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = [
-    "COLORS", "Plot", "lod_bars", "plot_breakdown", "plot_rank_heatmap", "plot_same_name",
-    "plot_timeline",
+    "COLORS", "Plot", "lod_bars", "pick_ranks", "plot_breakdown", "plot_breakdown_spread",
+    "plot_rank_heatmap", "plot_same_name", "plot_timeline",
 ]  # fmt: skip
+MAX_RANKS = 32  # above this many ranks, a row or bar per rank no longer reads: draw the spread
 # The breakdown's legend says the rule (breakdown.step_breakdown) part by part.
 PART_LABELS = {
     "compute": "compute (no comm meanwhile)",
@@ -40,17 +48,23 @@ def _breakdown_table(data: pd.DataFrame) -> pd.DataFrame:
     return data if "idle_ns" in data.columns else bd.step_breakdown(data)
 
 
-def plot_breakdown(data: pd.DataFrame) -> Plot:
+def plot_breakdown(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot:
     """Stacked bars per rank and step: compute, hidden comm, exposed comm, memory, host, idle (ms).
 
     ``data`` is a trace table or a ``step_breakdown`` result. Compute comes first: time when
     compute and communication run together is *hidden comm*, communication alone is *exposed
-    comm* (what the step waited for); the legend says so part by part.
+    comm* (what the step waited for); the legend says so part by part. Above ``max_ranks``
+    ranks the picture is the spread across ranks instead, one panel per part and one box per
+    step, with the slowest ranks named (:func:`hpcprof_kit.traces.spread.plot_breakdown_bands`;
+    its table has one row per part and step).
 
     >>> from hpcprof_kit import traces                                   # doctest: +SKIP
     >>> fig, ms = traces.plot_breakdown(traces.load("runs/x/traces"))    # doctest: +SKIP
     """
+    max_ranks = check_count("max_ranks", max_ranks)
     b = _breakdown_table(data)
+    if b["rank"].nunique() > max_ranks:
+        return plot_breakdown_bands(b)
     table = b[["rank", "step"]].copy()
     for part in bd.PARTS:
         table[f"{part}_ms"] = b[f"{part}_ns"] / 1e6
@@ -79,14 +93,21 @@ def plot_breakdown(data: pd.DataFrame) -> Plot:
     return Plot(fig, table)
 
 
-def plot_rank_heatmap(data: pd.DataFrame) -> Plot:
+def plot_rank_heatmap(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot:
     """Rank x step heatmap of step time (ms); the table is ``rank_steps`` (straggler, spread).
+
+    Above ``max_ranks`` ranks it draws one box per step across the ranks, and the slowest
+    ranks as lines, instead of a row per rank
+    (:func:`hpcprof_kit.traces.spread.plot_step_bands`; its table has one row per step).
 
     >>> from hpcprof_kit import traces                                      # doctest: +SKIP
     >>> fig, steps = traces.plot_rank_heatmap(traces.load("runs/x/traces")) # doctest: +SKIP
     """
+    max_ranks = check_count("max_ranks", max_ranks)
     table = data if "straggler" in data.columns else bd.rank_steps(data)
     ranks = [c for c in table.columns if c not in ("straggler", "spread_ms", "spread_pct")]
+    if len(ranks) > max_ranks:
+        return plot_step_bands(table)
     grid = table[ranks].to_numpy(dtype=float).T  # rows = ranks
     fig = new_figure(max(4.0, 0.6 * grid.shape[1] + 2.5), max(2.2, 0.4 * grid.shape[0] + 1.2))
     ax = fig.add_subplot()
