@@ -31,9 +31,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hta_env import ensure_hta  # .venv-hta with HTA 0.5.0, shared with the cross-check test
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-HTA_VENV = REPO / ".venv-hta"
 
 # Each reader runs in its own process: imports, baseline RSS, timed read, peak RSS.
 CHILD = r"""
@@ -130,30 +131,6 @@ def interleaved(runs: dict, repeat: int) -> dict:
         times = [r["seconds"] for r in good]
         out[name] = {**best, "times": times, "median": statistics.median(times)}
     return out
-
-
-def ensure_hta() -> str | None:
-    """The python of .venv-hta with HTA 0.5.0 (created on demand), or None if that fails."""
-    python = HTA_VENV / "bin" / "python"
-    if not python.exists():
-        print("creating .venv-hta with holistictraceanalysis 0.5.0 (pandas<3) ...", flush=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(HTA_VENV)],
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "holistictraceanalysis==0.5.0",
-                "pandas<3",
-                "msgspec",
-            ],
-        ]
-        for cmd in steps:
-            if subprocess.run(cmd, check=False).returncode != 0:
-                return None
-    return str(python)
 
 
 def row(

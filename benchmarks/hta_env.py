@@ -1,0 +1,112 @@
+"""HTA in its own virtual environment: build ``.venv-hta`` once, run HTA's analyses in it.
+
+HolisticTraceAnalysis 0.5.0 needs pandas<3 while the kit runs on pandas 3, so HTA lives in
+``.venv-hta`` at the repository root (git-ignored; ``HPCPROF_HTA_VENV`` moves it), created on
+first use (about two minutes) and reused after. The loader benchmark (``bench_loader.py
+--with-hta``) and the cross-check test (``tests/test_hta_crosscheck.py``) both use it.
+
+    python benchmarks/hta_env.py TRACE_DIR     # HTA's figures for TRACE_DIR, as JSON
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# HPCPROF_HTA_VENV puts it elsewhere (a CI cache, a shared install)
+HTA_VENV = Path(os.environ.get("HPCPROF_HTA_VENV") or REPO / ".venv-hta")
+HTA_VERSION = "0.5.0"
+# msgspec: bench_loader's child imports it in whichever environment it runs
+REQUIREMENTS = [f"holistictraceanalysis=={HTA_VERSION}", "pandas<3", "msgspec"]
+
+# HTA's temporal breakdown and comm/compute overlap of one trace directory, as JSON on stdout.
+FIGURES = r"""
+import json, logging, math, sys, warnings
+warnings.simplefilter("ignore")
+from hta.trace_analysis import TraceAnalysis
+from hta.configs.config import logger
+logger.setLevel(logging.ERROR)
+analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+out = {}
+for name, frame in (("temporal_breakdown", analyzer.get_temporal_breakdown(visualize=False)),
+                    ("comm_comp_overlap", analyzer.get_comm_comp_overlap(visualize=False))):
+    rows = frame.to_dict(orient="records")
+    out[name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                  for k, v in row.items()} for row in rows]
+print(json.dumps(out, default=lambda v: v.item()))
+"""
+
+
+def _works(python: Path) -> bool:
+    """True when ``python`` imports HTA (a half-built venv does not)."""
+    if not python.exists():
+        return False
+    probe = [str(python), "-c", "import hta.trace_analysis"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+def ensure_hta(venv: Path = HTA_VENV, quiet: bool = False) -> str | None:
+    """The python of ``venv`` with HTA 0.5.0 (created on demand), or None if that fails.
+
+    A lock file beside the venv keeps two processes from building it at once.
+    """
+    python = venv / "bin" / "python"
+    if _works(python):
+        return str(python)
+    try:
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(venv.parent / f"{venv.name}.lock", "w")  # noqa: SIM115 (held below)
+    except OSError:
+        return None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _works(python):  # built by another process while this one waited
+            return str(python)
+        if not quiet:
+            print(f"creating {venv.name} with {' '.join(REQUIREMENTS)} ...", flush=True)
+        out = subprocess.DEVNULL if quiet else None
+        steps = [
+            [sys.executable, "-m", "venv", "--clear", str(venv)],
+            [str(python), "-m", "pip", "install", "-q", *REQUIREMENTS],
+        ]
+        for cmd in steps:
+            if subprocess.run(cmd, stdout=out, stderr=out, check=False).returncode != 0:
+                return None
+    return str(python) if _works(python) else None
+
+
+def hta_figures(python: str, trace_dir: Path, timeout: float = 300) -> dict:
+    """HTA's ``get_temporal_breakdown()`` and ``get_comm_comp_overlap()`` of ``trace_dir``
+    (one trace file per rank), computed by HTA itself in the interpreter ``python``: a dict
+    with one list of row dicts per analysis, under HTA's column names.
+
+    Raises RuntimeError with HTA's last error line when it fails.
+    """
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env.pop("PYTHONPATH", None)  # HTA's environment only, never the kit's
+    done = subprocess.run(
+        [python, "-c", FIGURES, str(trace_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"HTA failed on {trace_dir}: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    hta_python = ensure_hta()
+    if hta_python is None:
+        sys.exit(f"could not create {HTA_VENV}")
+    print(json.dumps(hta_figures(hta_python, Path(sys.argv[1])), indent=1))
