@@ -26,7 +26,8 @@ RANK_VAR_OF_LAUNCHER = {"pals": "PMI_RANK", "hydra": "PMI_RANK", "srun": "SLURM_
 RANK_CHAIN = tuple(name for name, _launcher in RANK_VARS)
 LOCAL_RANK_CHAIN = LOCAL_RANK_VARS
 
-# Each tool: what it is for, the environment it needs, and its traced command line.
+# Each tool: what it is for, the environment it needs, and its traced command line: the program,
+# then the chosen flag set, the capture flags, your extra flags, then its outputs.
 # $out is the tool's output folder, $run the run directory's name; $RANK_VAR becomes
 # the launcher's rank variable, which the tool expands itself (%q{VAR}).
 TRACERS: dict[str, dict[str, object]] = {
@@ -38,25 +39,10 @@ TRACERS: dict[str, dict[str, object]] = {
             "export HPCPROF_EMIT_ITT=1",
             'report="$out/${run}_rank${rank}"',
         ],
-        "command": [
-            "unitrace",
-            "--chrome-mpi-logging",
-            "--chrome-sycl-logging",
-            "--chrome-device-logging",
-            "--chrome-ccl-logging",
-            "--chrome-call-logging",
-            "--chrome-dnn-logging",
-            # The ITT ranges torch's emit_itt() writes reach the timeline only with this
-            # (docs: aurora/performance-tools/unitrace.md).
-            "--chrome-itt-logging",
-            "--device-timing",
-            "--host-timing",
-            "--ccl-summary-report",
-            "--output-dir-path",
-            '"$out"',
-            "--output",
-            '"${report}.txt"',
-        ],
+        "program": ["unitrace"],
+        "outputs": ["--output-dir-path", '"$out"', "--output", '"${report}.txt"'],
+        # capture() turns collection on and off (ITT resume/pause, PTI_ENABLE_COLLECTION).
+        "capture": ["--conditional-collection"],
     },
     "nsys": {
         "title": "NVIDIA Nsight Systems: one timeline report per traced rank",
@@ -65,20 +51,17 @@ TRACERS: dict[str, dict[str, object]] = {
             'export TMPDIR="$out/tmp"',
             'mkdir -p "$TMPDIR"',
         ],
-        "command": [
-            "nsys",
-            "profile",
-            "-o",
-            '"$out/${run}_%q{$RANK_VAR}"',
-            "--stats=true",
-            "--show-output=true",
-        ],
+        "program": ["nsys", "profile", "-o", '"$out/${run}_%q{$RANK_VAR}"'],
+        "outputs": [],
+        # capture() calls cudaProfilerStart/Stop around the chosen steps (docs: nsys user guide,
+        # "--capture-range"); collection ends at the stop.
+        "capture": ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
     },
     "ncu": {
         "title": "NVIDIA Nsight Compute: kernel metrics (set NCU_SET, and NCU_KERNEL to pick a kernel)",
         "setup": [
             "# --set roofline|detailed|full; -k limits collection to kernels of that name.",
-            'ncu_args=(--set "${NCU_SET:-detailed}")',
+            'ncu_args=(--set "${NCU_SET:-@SET@}")',
             'if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi',
             'if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi',
             'if [[ -n "${NCU_LAUNCH_COUNT:-}" ]]; then ncu_args+=(--launch-count "$NCU_LAUNCH_COUNT"); fi',
@@ -91,9 +74,87 @@ TRACERS: dict[str, dict[str, object]] = {
             "NCU_LAUNCH_SKIP": "--launch-skip",
             "NCU_LAUNCH_COUNT": "--launch-count",
         },
-        "command": ["ncu", '"${ncu_args[@]}"', "-o", '"$out/${run}_%q{$RANK_VAR}"'],
+        "program": ["ncu", '"${ncu_args[@]}"'],
+        "outputs": ["-o", '"$out/${run}_%q{$RANK_VAR}"'],
+        # Profile only between cudaProfilerStart and Stop (docs: ncu CLI, --profile-from-start).
+        "capture": ["--profile-from-start", "off"],
     },
 }
+
+# Named flag sets per tracer, the default first. More flags, bigger profiles (seed 000: "Based
+# on the number of options, the sizes of the output profiles will vary"): choose what you need.
+FLAG_SETS: dict[str, dict[str, list[str]]] = {
+    "unitrace": {
+        # seed 000's UNITRACE_OPTS, plus the ITT ranges torch's emit_itt() writes, which reach
+        # the timeline only with --chrome-itt-logging (docs: aurora/performance-tools/unitrace.md)
+        "standard": [
+            "--chrome-mpi-logging", "--chrome-sycl-logging", "--chrome-device-logging",
+            "--chrome-ccl-logging", "--chrome-call-logging", "--chrome-dnn-logging",
+            "--chrome-itt-logging", "--device-timing", "--host-timing", "--ccl-summary-report",
+        ],
+        # kernels on the device timeline and the PyTorch ranges only: the smallest profile
+        "minimal": ["--chrome-device-logging", "--chrome-itt-logging", "--device-timing"],
+        # standard plus each kernel's host-side submission on the timeline
+        "full": [
+            "--chrome-mpi-logging", "--chrome-sycl-logging", "--chrome-device-logging",
+            "--chrome-kernel-logging", "--chrome-ccl-logging", "--chrome-call-logging",
+            "--chrome-dnn-logging", "--chrome-itt-logging", "--device-timing", "--host-timing",
+            "--ccl-summary-report",
+        ],
+    },
+    "nsys": {
+        # seed 001's NSYS_OPTS: nsys's default traces (CUDA, NVTX, OS runtime) and the summary
+        "standard": ["--stats=true", "--show-output=true"],
+        # CUDA and NVTX only, no CPU sampling or context switches: the smallest report
+        "minimal": ["--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--stats=true"],
+        # the communication too: MPI calls (Cray MPICH) beside cuDNN, cuBLAS and memory use
+        "full": [
+            "--trace=cuda,nvtx,osrt,cudnn,cublas,mpi", "--mpi-impl=mpich",
+            "--cuda-memory-usage=true", "--stats=true", "--show-output=true",
+        ],
+    },
+    # ncu's own sections (--set); NCU_SET in the job's environment still wins
+    "ncu": {"detailed": [], "basic": [], "roofline": [], "full": []},
+}  # fmt: skip
+
+
+def flag_set_names(tracer: str) -> list[str]:
+    """The flag sets of ``tracer``, the default first.
+
+    >>> flag_set_names("unitrace")
+    ['standard', 'minimal', 'full']
+    """
+    return list(FLAG_SETS.get(tracer, {}))
+
+
+def check_tracer_options(
+    tracer: str | None, flag_set: str | None, extra: tuple[str, ...] = (), all_ranks: bool = False
+) -> None:
+    """SpecError unless the tracer options fit ``tracer`` (each names the field and the fix)."""
+    if tracer is None:
+        for name, value in (("tracer_set", flag_set), ("tracer_args", extra)):
+            if value:
+                raise SpecError(f"{name} {value!r} needs a tracer; set tracer='nsys', ...")
+        if all_ranks:
+            raise SpecError("trace_all=True needs a tracer; set tracer='nsys', ... or drop it")
+        return
+    if flag_set is not None and flag_set not in FLAG_SETS.get(tracer, {}):
+        raise SpecError(
+            f"tracer_set {flag_set!r} is not a flag set of {tracer} (its sets: "
+            f"{', '.join(flag_set_names(tracer))}); pick one, or add flags with tracer_args"
+        )
+    for word in extra:
+        if not isinstance(word, str) or not word or any(c in word for c in "\n\x00"):
+            raise SpecError(
+                f"tracer_args word {word!r} must be a non-empty string on one line; pass each "
+                "flag as its own word, e.g. ['--trace=cuda,nvtx']"
+            )
+
+
+def _flags(tracer: str, flag_set: str | None, capture: bool, extra: tuple[str, ...]) -> list[str]:
+    chosen = FLAG_SETS[tracer][flag_set or flag_set_names(tracer)[0]]
+    captured = list(TRACERS[tracer]["capture"]) if capture else []  # type: ignore[arg-type]
+    return [*chosen, *captured, *(shlex.quote(w) for w in extra)]
 
 
 def _chain(names: tuple[str, ...], default: str) -> str:
@@ -116,11 +177,18 @@ def wrapper_script(
     *,
     world_size: int | None = None,
     ranks_per_node: int | None = None,
+    flag_set: str | None = None,
+    extra: tuple[str, ...] = (),
+    capture: bool = False,
+    all_ranks: bool = False,
 ) -> str:
     """The bash wrapper that runs ``tracer`` on the selected ranks of a job on ``system``.
 
     Given the job's ``world_size`` and ``ranks_per_node``, the header also names the exact
-    ranks traced (and the selection is checked against that job's shape).
+    ranks traced (and the selection is checked against that job's shape). ``flag_set`` picks
+    one of :data:`FLAG_SETS` (default: the first), ``extra`` adds your own flags, ``capture``
+    records only the app's ``capture()`` region (``--capture-steps``), and ``all_ranks``
+    traces every rank (seed 004's nsys without a rank filter) instead of PROFRANK/RANKCUTOFF.
 
     >>> print(wrapper_script("ncu", "polaris").splitlines()[1])
     # hpcprof-kit tracer wrapper: ncu on polaris
@@ -139,41 +207,74 @@ def wrapper_script(
             f"tracer {tracer!r} is not offered on {sysrec.name} (its record lists: {offered}); "
             f"pick one of those, or add {tracer!r} to vendor_tracers in {sysrec.source}"
         )
-    check_rank_selection(profrank, rankcutoff, ranks_per_node, world_size)
+    check_tracer_options(tracer, flag_set, extra, all_ranks)
+    if not all_ranks:
+        check_rank_selection(profrank, rankcutoff, ranks_per_node, world_size)
     tool = TRACERS[tracer]
     rank_var = RANK_VAR_OF_LAUNCHER.get(sysrec.launcher, "PMI_RANK")
-    command = " ".join(str(part) for part in tool["command"]).replace("$RANK_VAR", rank_var)
-    cutoff = "" if rankcutoff is None else str(rankcutoff)
+    words = [*tool["program"], *_flags(tracer, flag_set, capture, extra), *tool["outputs"]]  # type: ignore[misc]
+    command = " ".join(str(part) for part in words).replace("$RANK_VAR", rank_var)
+    chosen = flag_set or flag_set_names(tracer)[0]
+    setup = [line.replace("@SET@", chosen) for line in tool["setup"]]  # type: ignore[union-attr]
     lines = [
         "#!/usr/bin/env bash",
         f"# hpcprof-kit tracer wrapper: {tracer} on {sysrec.name}",
         f"# {tool['title']}.",
-        "# Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF",
-        "# (empty: no cutoff); every other rank runs the command plainly.",
-        *_job_line(world_size, ranks_per_node, profrank, rankcutoff),
-        "# Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)",
+        *_selection_lines(profrank, rankcutoff, world_size, ranks_per_node, all_ranks),
         "set -euo pipefail",
         'if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi',
         "",
-        f'PROFRANK="${{PROFRANK-{profrank}}}"',
-        f'RANKCUTOFF="${{RANKCUTOFF-{cutoff}}}"',
-        f'rank="{_chain(RANK_CHAIN, "0")}"',
-        f'local_rank="{_chain(LOCAL_RANK_CHAIN, "0")}"',
-        "",
-        'if [[ "$local_rank" != "$PROFRANK" ]] || { [[ -n "$RANKCUTOFF" ]] && (( rank >= RANKCUTOFF )); }; then',
-        '    exec "$@"',
-        "fi",
-        "",
+        *_rank_filter(profrank, rankcutoff, all_ranks),
         'run_dir="${HPCPROF_RUN_DIR:-$PWD}"',
         'run="$(basename "$run_dir")"',
         f'out="$run_dir/traces/{tracer}"',
         'mkdir -p "$out"',
-        *tool["setup"],  # type: ignore[misc]
+        *setup,
         f'echo "hpcprof-kit: {tracer} traces rank $rank (local rank $local_rank) into $out" >&2',
         f'exec {command} "$@"',
         "",
     ]
     return "\n".join(lines)
+
+
+def _selection_lines(
+    profrank: int,
+    rankcutoff: int | None,
+    world_size: int | None,
+    ranks_per_node: int | None,
+    all_ranks: bool,
+) -> list[str]:
+    """The header's words on which ranks are traced."""
+    if all_ranks:
+        shape = f" ({world_size} ranks)" if world_size is not None else ""
+        return [
+            f"# Traces every rank{shape}: one report each, as seed 004's nsys without a wrapper.",
+            "# Usage: bash tracer.sh <command> [args...]",
+        ]
+    return [
+        "# Traces the ranks whose local rank is PROFRANK and whose global rank is below RANKCUTOFF",
+        "# (empty: no cutoff); every other rank runs the command plainly.",
+        *_job_line(world_size, ranks_per_node, profrank, rankcutoff),
+        "# Usage: bash tracer.sh <command> [args...]   (override PROFRANK/RANKCUTOFF via env)",
+    ]
+
+
+def _rank_filter(profrank: int, rankcutoff: int | None, all_ranks: bool) -> list[str]:
+    """The lines that read the rank and run unselected ranks plainly."""
+    ranks = [f'rank="{_chain(RANK_CHAIN, "0")}"', f'local_rank="{_chain(LOCAL_RANK_CHAIN, "0")}"']
+    if all_ranks:
+        return [*ranks, ""]
+    cutoff = "" if rankcutoff is None else str(rankcutoff)
+    return [
+        f'PROFRANK="${{PROFRANK-{profrank}}}"',
+        f'RANKCUTOFF="${{RANKCUTOFF-{cutoff}}}"',
+        *ranks,
+        "",
+        'if [[ "$local_rank" != "$PROFRANK" ]] || { [[ -n "$RANKCUTOFF" ]] && (( rank >= RANKCUTOFF )); }; then',
+        '    exec "$@"',
+        "fi",
+        "",
+    ]
 
 
 def _job_line(
@@ -242,7 +343,12 @@ def check_rank_selection(
 
 
 def traced_ranks(
-    world_size: int, ranks_per_node: int, profrank: int = 0, rankcutoff: int | None = None
+    world_size: int,
+    ranks_per_node: int,
+    profrank: int = 0,
+    rankcutoff: int | None = None,
+    *,
+    all_ranks: bool = False,
 ) -> list[int]:
     """The ranks a wrapper traces when ranks fill nodes in order (block placement).
 
@@ -254,6 +360,8 @@ def traced_ranks(
     >>> traced_ranks(world_size=48, ranks_per_node=12, profrank=0, rankcutoff=48)
     [0, 12, 24, 36]
     """
+    if all_ranks:
+        return list(range(world_size))
     if not 0 <= profrank < ranks_per_node:
         return []  # no rank has that local rank
     end = world_size if rankcutoff is None else min(rankcutoff, world_size)
@@ -266,6 +374,8 @@ def describe_traced_ranks(
     profrank: int = 0,
     rankcutoff: int | None = None,
     shown: int = 6,
+    *,
+    all_ranks: bool = False,
 ) -> str:
     """The exact traced ranks in words: every one up to ``shown``, else the first three, the
     last and the count.
@@ -277,7 +387,9 @@ def describe_traced_ranks(
     >>> describe_traced_ranks(1200, 12, rankcutoff=1200)
     'ranks 0, 12, 24, ..., 1188 (100 ranks)'
     """
-    ranks = traced_ranks(world_size, ranks_per_node, profrank, rankcutoff)
+    ranks = traced_ranks(world_size, ranks_per_node, profrank, rankcutoff, all_ranks=all_ranks)
+    if all_ranks:
+        return f"every rank ({world_size})"
     if not ranks:
         text = "no rank"
     elif len(ranks) <= shown:

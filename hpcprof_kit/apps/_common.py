@@ -98,7 +98,30 @@ def add_profiling_args(parser: argparse.ArgumentParser) -> bool:
         parser.add_argument("--profile", action="store_true", help="(needs hpcprof_kit.profiling)")
         return False
     add_profiler_args(parser)
+    parser.add_argument(
+        "--capture-steps", default=None, metavar="A-B",
+        help="record only steps A..B (from 0): one capture() region for nsys "
+        "--capture-range=cudaProfilerApi, unitrace --conditional-collection, or "
+        "HPCPROF_CAPTURE=torch (a torch.profiler trace of those steps alone)",
+    )  # fmt: skip
     return True
+
+
+def step_capture(args: argparse.Namespace):
+    """The ``--capture-steps`` window: ``.around(step)`` per step, ``.close()`` at the end."""
+    steps = getattr(args, "capture_steps", None)
+    if steps and getattr(args, "profile", False):
+        raise SpecError(
+            f"--capture-steps {steps} and --profile both choose the steps to record; use one"
+        )
+    if not steps:
+        return _NoCapture()
+    from hpcprof_kit.profiling.ranges import StepCapture
+
+    try:
+        return StepCapture(steps)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def rank_profiler(args: argparse.Namespace, rank: int, world_size: int, local_rank: int):
@@ -115,6 +138,18 @@ def rank_profiler(args: argparse.Namespace, rank: int, world_size: int, local_ra
     return profiling.profiler_from_args(
         args, rank, world_size, current_run_dir(), local_rank, trace_dir=args.trace_dir or None
     )
+
+
+class _NoCapture:
+    """No --capture-steps: every step runs untouched."""
+
+    captured: list[int] = []
+
+    def around(self, step: int):
+        return contextlib.nullcontext()
+
+    def close(self) -> None:
+        """Nothing was opened."""
 
 
 class _NoSteps:

@@ -31,6 +31,7 @@ from hpcprof_kit.apps._common import (
     rank_profiler,
     report_progress,
     run_main,
+    step_capture,
     timing_record,
     timings_dir,
     write_timings,
@@ -167,14 +168,17 @@ def _seqpar(argv: list[str] | None) -> int:
         for i in range(args.warmup):
             one_step()
             report_progress(info.rank, i + 1, total)
+        window = step_capture(args)  # --capture-steps: only these timed steps are recorded
         with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
             for i in range(args.steps):
-                marks = one_step()
+                with window.around(i):
+                    marks = one_step()
                 prof.step()  # once per timed step: the schedule counts these steps
                 for op, t0, t1 in zip(OPS[:4], marks, marks[1:], strict=False):
                     timings[op].append(t1 - t0)
                 timings["step"].append(marks[-1] - marks[0])
                 report_progress(info.rank, args.warmup + i + 1, total)
+        window.close()
         if info.rank == 0:
             mean = {op: sum(v) / len(v) * 1e3 for op, v in timings.items()}
             flush_print(

@@ -32,6 +32,7 @@ from hpcprof_kit.apps._common import (
     rank_profiler,
     report_progress,
     run_main,
+    step_capture,
     timing_record,
     timings_dir,
     write_timings,
@@ -214,20 +215,22 @@ def _train(argv: list[str] | None) -> int:
             getattr(torch, dev.type).synchronize if dev.type in ("cuda", "xpu") else (lambda: None)
         )
         step = 0
+        window = step_capture(args)  # --capture-steps: only these steps are recorded
         with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
             for epoch in range(args.epochs):
                 sampler.set_epoch(epoch)  # a different shuffle each epoch, same on all ranks
                 t_epoch, losses = time.perf_counter(), []
                 for source, target in loader:
-                    t0 = time.perf_counter()
-                    loss = forward(model, criterion, source, target, dev, sync)
-                    t1 = time.perf_counter()
-                    backward(loss, optimizer, sync)
-                    t2 = time.perf_counter()
-                    with record_function("optimizer"):  # a named block, as the ATPESC guide
-                        optimizer.step()
-                        sync()
-                    t3 = time.perf_counter()
+                    with window.around(step):
+                        t0 = time.perf_counter()
+                        loss = forward(model, criterion, source, target, dev, sync)
+                        t1 = time.perf_counter()
+                        backward(loss, optimizer, sync)
+                        t2 = time.perf_counter()
+                        with record_function("optimizer"):  # a named block, as the ATPESC guide
+                            optimizer.step()
+                            sync()
+                        t3 = time.perf_counter()
                     prof.step()
                     if step >= args.warmup:
                         for key, dt in zip(
@@ -242,6 +245,7 @@ def _train(argv: list[str] | None) -> int:
                         f"epoch {epoch + 1}/{args.epochs}: {len(losses)} steps, "
                         f"loss {sum(losses) / len(losses):.4f}, {time.perf_counter() - t_epoch:.2f} s"
                     )
+        window.close()
         folder = timings_dir(args)
         params = {**size, "epochs": args.epochs, "steps_per_epoch": len(loader),
                   "warmup": args.warmup, "steps": step, "lr": lr, "compile": args.compile,

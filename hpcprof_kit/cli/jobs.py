@@ -25,7 +25,8 @@ from hpcprof_kit.errors import KitWarning, SpecError, SubmitError
 
 # JobSpec fields the flags set; a flag not given leaves the field alone (its default, or --spec's).
 SPEC_FLAGS = ("system", "example", "nodes", "ranks_per_node", "walltime", "queue", "account",
-              "name", "profile", "tracer", "profrank", "rankcutoff", "filesystems", "binding")  # fmt: skip
+              "name", "profile", "tracer", "profrank", "rankcutoff", "filesystems", "binding",
+              "tracer_set", "tracer_args", "trace_all", "capture_steps")  # fmt: skip
 STDERR_LINES = 8  # how much of a failed run's stderr status shows
 
 
@@ -53,6 +54,23 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
         default=unset,
         help="trace only global ranks below this (default: no cutoff)",
     )
+    p.add_argument(
+        "--tracer-set", default=unset, help="the tracer's flag set: unitrace/nsys minimal, "
+        "standard (default) or full; ncu detailed (default), basic, roofline or full",
+    )  # fmt: skip
+    p.add_argument(
+        "--tracer-arg", dest="tracer_args", action="append", default=unset, metavar="FLAG",
+        help="one more tracer flag (repeat it), e.g. --tracer-arg=--trace=cuda,nvtx,mpi",
+    )  # fmt: skip
+    p.add_argument(
+        "--trace-all", action="store_true", default=unset,
+        help="trace every rank (seed 004's nsys without a rank filter)",
+    )  # fmt: skip
+    p.add_argument(
+        "--capture-steps", default=unset, metavar="A-B",
+        help="record only steps A..B: nsys/ncu capture range, unitrace conditional "
+        "collection, or (no tracer) a torch.profiler trace of those steps",
+    )  # fmt: skip
     p.add_argument(
         "--filesystems", default=unset, help="':'-separated file systems (default: the system's)"
     )

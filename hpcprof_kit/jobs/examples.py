@@ -16,6 +16,7 @@ class Example:
     module: str
     about: str
     profile_flags: tuple[str, ...] = ("--profile",)
+    capture_flag: str | None = "--capture-steps"  # wraps chosen steps in capture(); None: none
 
     @property
     def command(self) -> tuple[str, ...]:
@@ -28,7 +29,10 @@ EXAMPLES: dict[str, Example] = {
     "train": Example("train", "hpcprof_kit.apps.train", "DDP training of a small Transformer"),
     "seqpar": Example("seqpar", "hpcprof_kit.apps.seqpar", "sequence-parallel matmuls"),
     "affinity": Example(
-        "affinity", "hpcprof_kit.apps.affinity_report", "which CPUs and device each rank got"
+        "affinity",
+        "hpcprof_kit.apps.affinity_report",
+        "which CPUs and device each rank got",
+        capture_flag=None,
     ),
 }
 

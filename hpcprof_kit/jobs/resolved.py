@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from hpcprof_kit.affinity.presets import plan_for
 from hpcprof_kit.errors import SpecError
@@ -124,21 +125,39 @@ class Tracing:
     traced_ranks: str = ""  # in words, for the script's comment
 
 
-def resolve_tracing(
-    tracer: str | None, sysrec: System, at: Layout, profrank: int, rankcutoff: int | None
-) -> Tracing:
+class TracerChoice(Protocol):
+    """The fields of a job spec that choose its tracer (``JobSpec`` has them all)."""
+
+    tracer: str | None
+    profrank: int
+    rankcutoff: int | None
+    tracer_set: str | None
+    tracer_args: tuple[str, ...]
+    trace_all: bool
+    capture_steps: str | None
+
+
+def resolve_tracing(choice: TracerChoice, sysrec: System, at: Layout) -> Tracing:
+    tracer = choice.tracer
     if tracer is None:
         return Tracing()
     text = wrapper_script(
         tracer,
         sysrec,
-        profrank,
-        rankcutoff,
+        choice.profrank,
+        choice.rankcutoff,
         world_size=at.total_ranks,
         ranks_per_node=at.ranks_per_node,
+        flag_set=choice.tracer_set,
+        extra=tuple(choice.tracer_args),
+        capture=choice.capture_steps is not None,
+        all_ranks=choice.trace_all,
     )
     _check_heredoc(text, "HPCPROF_TRACER_EOF")
-    traced = describe_traced_ranks(at.total_ranks, at.ranks_per_node, profrank, rankcutoff)
+    traced = describe_traced_ranks(
+        at.total_ranks, at.ranks_per_node, choice.profrank, choice.rankcutoff,
+        all_ranks=choice.trace_all,
+    )  # fmt: skip
     return Tracing(tracer, tuple(tracer_module_lines(tracer, sysrec)), text.rstrip("\n"), traced)
 
 

@@ -31,7 +31,7 @@ from hpcprof_kit.jobs.resolved import (
     resolve_tracing,
 )
 from hpcprof_kit.systems import System, load_system
-from hpcprof_kit.tracers import check_rank_selection
+from hpcprof_kit.tracers import check_rank_selection, check_tracer_options
 
 __all__ = ["JobSpec", "ResolvedJob", "absolute_paths", "script_label", "walltime_seconds"]
 
@@ -41,6 +41,7 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")  # queue, account
 _FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_STEPS = re.compile(r"^(\d{1,6})(?:-(\d{1,6}))?$")  # capture_steps: "A-B" or "A"
 
 
 def _venv_ok(venv: object) -> bool:
@@ -72,6 +73,13 @@ class JobSpec:
     tracer: str | None = None
     profrank: int = 0
     rankcutoff: int | None = None
+    tracer_set: str | None = None  # a named flag set of the tracer (tracers.FLAG_SETS)
+    tracer_args: tuple[str, ...] = ()  # your own extra tracer flags, one word each
+    trace_all: bool = False  # every rank traced (no PROFRANK/RANKCUTOFF filter)
+    # "A-B" (or "A"): only these steps recorded, wrapped in capture() by the app (nsys
+    # --capture-range=cudaProfilerApi, unitrace --conditional-collection; no tracer: a
+    # torch.profiler trace of those steps alone, HPCPROF_CAPTURE=torch)
+    capture_steps: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     # The Python environment (venv) the job activates after the site modules; None -> the one
     # this kit runs from (see hpcprof_kit.jobs.environment), '' -> none.
@@ -79,7 +87,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         # Lists from JSON or from a notebook become tuples, so the spec stays a value.
-        for key in ("command", "args", "setup"):
+        for key in ("command", "args", "setup", "tracer_args"):
             value = getattr(self, key)
             if isinstance(value, str):
                 raise SpecError(
@@ -126,12 +134,22 @@ class JobSpec:
     def system_record(self) -> System:
         return load_system(self.system)
 
+    def job_env(self) -> dict[str, str]:
+        """The spec's environment for every rank: ``env``, plus ``HPCPROF_CAPTURE=torch`` when
+        steps are captured without a tracer (a torch.profiler trace of those steps alone)."""
+        if self.capture_steps is not None and self.tracer is None:
+            return {"HPCPROF_CAPTURE": "torch", **self.env}
+        return dict(self.env)
+
     def full_command(self) -> tuple[str, ...]:
         """The application command line each rank runs (without launcher or tracer)."""
         if self.command is not None:  # your own program: nothing of an example's is added
             return tuple(self.command) + tuple(self.args)
-        flags = EXAMPLES[self.example].profile_flags if self.profile else ()
-        return EXAMPLES[self.example].command + tuple(flags) + tuple(self.args)
+        example = EXAMPLES[self.example]
+        flags = example.profile_flags if self.profile else ()
+        if self.capture_steps is not None and example.capture_flag:
+            flags = (*flags, example.capture_flag, self.capture_steps)
+        return example.command + tuple(flags) + tuple(self.args)
 
     # ---- validation -----------------------------------------------------------------------
     def validate(self) -> JobSpec:
@@ -146,7 +164,7 @@ class JobSpec:
         queue = self._check(sysrec)
         at = Layout(self.nodes, self.ranks_per_node)
         binding = resolve_binding(self.binding, sysrec, self.ranks_per_node)
-        tracing = resolve_tracing(self.tracer, sysrec, at, self.profrank, self.rankcutoff)
+        tracing = resolve_tracing(self, sysrec, at)
         what = EXAMPLES[self.example].about if self.command is None else "a custom command"
         return ResolvedJob(
             system=sysrec,
@@ -162,7 +180,7 @@ class JobSpec:
             else sysrec.default_filesystems,
             setup=tuple(self.setup if self.setup is not None else sysrec.setup_lines),
             venv=resolve_venv(self.venv, sysrec),
-            env=tuple(sorted(self.env.items())),  # name order: from JSON or not, the same text
+            env=tuple(sorted(self.job_env().items())),  # name order: JSON or not, same text
             binding=binding,
             tracing=tracing,
             command=self.full_command(),
@@ -317,8 +335,41 @@ class JobSpec:
                 f"tracer {self.tracer!r} is not available {where} (its vendor tracers: {known}); "
                 "pick one of them or leave tracer=None"
             )
+        if not isinstance(self.trace_all, bool):
+            raise SpecError(f"trace_all {self.trace_all!r} is not True or False")
+        check_tracer_options(self.tracer, self.tracer_set, self.tracer_args, self.trace_all)
+        if self.trace_all and (self.profrank != 0 or self.rankcutoff is not None):
+            raise SpecError(
+                f"trace_all=True traces every rank, but profrank={self.profrank} and rankcutoff="
+                f"{self.rankcutoff} select some; drop trace_all or the rank selection"
+            )
         # The wrapper's rule (tracers.py): local rank == profrank and rank < rankcutoff.
         check_rank_selection(self.profrank, self.rankcutoff, self.ranks_per_node, self.total_ranks)
+        self._check_capture()
+
+    def _check_capture(self) -> None:
+        if self.capture_steps is None:
+            return
+        m = _STEPS.match(self.capture_steps) if isinstance(self.capture_steps, str) else None
+        first, last = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (0, -1)
+        if last < first:
+            raise SpecError(
+                f"capture_steps {self.capture_steps!r} is not 'A-B' with A <= B (steps counted "
+                "from 0, as ProfilerStep#N); write e.g. '3-4' or '3'"
+            )
+        if self.command is not None or EXAMPLES[self.example].capture_flag is None:
+            what = "your own program" if self.command is not None else f"example {self.example}"
+            raise SpecError(
+                f"capture_steps {self.capture_steps!r}: {what} takes no --capture-steps flag; "
+                "wrap the steps in hpcprof_kit.profiling.capture() in your code and pass its "
+                "flag in command or args, or use example='train' or 'seqpar'"
+            )
+        if self.profile:
+            raise SpecError(
+                f"capture_steps {self.capture_steps!r} and profile=True both choose the steps "
+                "to record; use one (capture_steps alone records a torch.profiler trace of "
+                "those steps when no tracer is set)"
+            )
 
     # ---- rendering and display ------------------------------------------------------------
     def render(self) -> str:
@@ -337,7 +388,7 @@ class JobSpec:
     # ---- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("command", "args", "setup"):
+        for key in ("command", "args", "setup", "tracer_args"):
             if d[key] is not None:
                 d[key] = list(d[key])
         return d

@@ -202,3 +202,66 @@ def capture(name: str, profiler: Any = None) -> Iterator[None]:
                 profiler.stop()
                 if writer is not None:
                     writer(profiler)
+
+
+class StepCapture:
+    """``--capture-steps A-B``: one ``capture()`` region from the start of step A to the end of
+    step B (steps counted from 0), each step inside it a ``ProfilerStep#N`` range, so a capture
+    trace reads like a scheduled one. Steps outside the window run untouched.
+
+    >>> window = StepCapture("1-2")
+    >>> for step in range(4):
+    ...     with window.around(step):
+    ...         pass
+    >>> window.captured
+    [1, 2]
+    """
+
+    def __init__(self, steps: str | None, name: str = "capture_steps") -> None:
+        self.first, self.last = parse_steps(steps) if steps else (-1, -2)
+        self.name = name
+        self.captured: list[int] = []
+        self._region = ExitStack()
+
+    @contextmanager
+    def around(self, step: int) -> Iterator[None]:
+        if step == self.first:
+            self._region.enter_context(capture(f"{self.name} {self.first}-{self.last}"))
+        inside = self.first <= step <= self.last
+        try:
+            if inside:
+                with record_function(f"ProfilerStep#{step}"):
+                    yield
+                self.captured.append(step)
+            else:
+                yield
+        finally:
+            if step == self.last:
+                self._region.close()
+
+    def close(self) -> None:
+        """End the region if the run stopped inside the window (fewer steps than asked)."""
+        if self.first >= 0 and self.captured and self.captured[-1] < self.last:
+            print(
+                f"note: --capture-steps {self.first}-{self.last}: the run ended after step "
+                f"{self.captured[-1]}; the capture holds steps {self.captured[0]}-"
+                f"{self.captured[-1]}",
+                file=sys.stderr,
+            )
+        self._region.close()
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """``"3-4"`` -> (3, 4), ``"3"`` -> (3, 3); ValueError names the flag and the fix.
+
+    >>> parse_steps("3-4"), parse_steps("7")
+    ((3, 4), (7, 7))
+    """
+    first, _, last = str(text).partition("-")
+    try:
+        a, b = int(first), int(last or first)
+    except ValueError:
+        a, b = -1, -2
+    if a < 0 or b < a:
+        raise ValueError(f"--capture-steps {text!r} is not 'A-B' with 0 <= A <= B; e.g. 3-4")
+    return a, b

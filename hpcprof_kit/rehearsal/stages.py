@@ -185,6 +185,34 @@ def _traced_ranks(twin: Twin, tracer: str, run_dir: Path) -> tuple[list[int], st
     return sorted(ranks), "reports (the real Nsight Systems)"
 
 
+def _captured(run_dir: Path, spec: JobSpec, ranks: list[int]) -> tuple[str, str]:
+    """Did each traced rank record exactly the captured steps (its capture() region)?"""
+    from hpcprof_kit.profiling.ranges import parse_steps
+
+    first, last = parse_steps(spec.capture_steps or "")
+    want = list(range(first, last + 1))
+    wrong = []
+    for rank in ranks:
+        path = run_dir / "traces" / f"capture-{rank}-of-{spec.total_ranks}.json"
+        steps = _profiler_steps(path)
+        if steps != want:
+            wrong.append(f"rank {rank}: {'no capture trace' if steps is None else steps}")
+    if wrong:
+        return f"capture traces should hold steps {want} only: " + "; ".join(wrong[:3]), ""
+    return "", f"; each captured only steps {first}-{last}"
+
+
+def _profiler_steps(path: Path) -> list[int] | None:
+    """The ProfilerStep#N numbers in a trace file (None when there is no file)."""
+    import json
+
+    if not path.is_file():
+        return None
+    events = json.loads(path.read_text()).get("traceEvents", [])
+    names = {e.get("name", "") for e in events}
+    return sorted(int(n.split("#")[1]) for n in names if re.fullmatch(r"ProfilerStep#\d+", n))
+
+
 def _outputs(
     twin: Twin, spec: JobSpec, outcome: dict, run_dir: Path | None, script_mode: bool
 ) -> Stage:
@@ -209,11 +237,17 @@ def _outputs(
             problems.append(f"{name} missing (-k doe writes it into the run directory)")
     found = ""
     if spec.tracer:
-        expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank, spec.rankcutoff)
+        expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank,
+                              spec.rankcutoff, all_ranks=spec.trace_all)  # fmt: skip
         got, what = _traced_ranks(twin, spec.tracer, run_dir)
         if got != expect:
-            problems.append(f"{spec.tracer} traced ranks {got}, the seeds' rule selects {expect}")
-        found = f"; {spec.tracer} {what} for ranks {got}"
+            rule = "every rank" if spec.trace_all else "the seeds' rule selects"
+            problems.append(f"{spec.tracer} traced ranks {got}, {rule} {expect}")
+        found = f"; {spec.tracer} {what} for ranks {_few(got)}"
+        if spec.capture_steps is not None:
+            problem, note = _captured(run_dir, spec, expect)
+            problems += [problem] if problem else []
+            found += note
     if spec.profile:
         traces = sorted((run_dir / "traces").glob("*-of-*.json*"))
         if len(traces) != spec.total_ranks:

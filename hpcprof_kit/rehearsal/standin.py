@@ -104,7 +104,8 @@ def modulecmd(twin: Twin, args: list[str]) -> int:
 VALUE_OPTIONS = {
     "nsys": {"-o", "--output", "-t", "--trace", "-c", "--capture-range", "--stats",
              "--show-output", "--sample", "--cpuctxsw", "-f", "--force-overwrite"},
-    "ncu": {"-o", "--export", "--set", "-k", "--kernel-name", "-c", "--launch-count"},
+    "ncu": {"-o", "--export", "--set", "-k", "--kernel-name", "-c", "--launch-count",
+            "--launch-skip", "--profile-from-start"},
     "unitrace": {"--output-dir-path", "--output", "-o"},
 }  # fmt: skip
 
@@ -158,8 +159,15 @@ def vendor_tool(twin: Twin, tool: str, args: list[str]) -> int:
         return 2
     rank_text = os.environ.get("PMI_RANK", "0")
     rank = int(rank_text) if rank_text.isdigit() else 0
+    # A capture range (nsys/ncu's CUDA profiler API, unitrace's conditional collection) opens
+    # only where the app calls capture(): here the app records that region with torch.profiler.
+    capture = bool(
+        {"--capture-range", "--conditional-collection"} & set(options)
+        or options.get("--profile-from-start") == "off"
+    )
+    env = {**os.environ, "HPCPROF_CAPTURE": "torch"} if capture else None
     start = time.time()
-    done = subprocess.run(command, close_fds=False)  # the launcher's PMI_FD must reach the app
+    done = subprocess.run(command, close_fds=False, env=env)  # PMI_FD must reach the app
     end = time.time()
     if tool == "unitrace":
         out_dir = Path(options.get("--output-dir-path", "."))
@@ -177,7 +185,7 @@ def vendor_tool(twin: Twin, tool: str, args: list[str]) -> int:
             "tool": tool, "rank": rank, "stands_for": stands_for, "options": options,
             "command": command, "TMPDIR": os.environ.get("TMPDIR", ""),
         }, indent=1))  # fmt: skip
-    twin.log("tool", tool=tool, rank=rank, output=str(output), options=options,
+    twin.log("tool", tool=tool, rank=rank, output=str(output), options=options, capture=capture,
              exit_code=done.returncode, itt=os.environ.get("HPCPROF_EMIT_ITT", ""))  # fmt: skip
     print(f"{tool} {TAG}: rank {rank} wrote {output}", file=sys.stderr)
     return done.returncode

@@ -178,13 +178,16 @@ def build(
     modules_missing: tuple[str, ...] = (),
     reservations: dict[str, dict[str, Any]] | None = None,
     interactive_queue: str = "",
+    real_tools: bool = True,
 ) -> Twin:
     """Build a twin of ``system`` under ``root`` (which must not exist yet).
 
     ``modules_missing`` leaves modules out of the twin's module system (to rehearse a site
     where one was renamed); ``reservations`` maps reservation queue names to their limits
     (``{"R123": {"nodes": 2, "walltime": "02:00:00"}}``); ``interactive_queue`` makes the twin
-    hold an interactive job (``qsub -I``) of the attendee in that queue.
+    hold an interactive job (``qsub -I``) of the attendee in that queue. ``real_tools=False``
+    uses the stand-in nsys even where the real one is installed (a CUDA capture range never
+    opens without a GPU; the stand-in records the app's capture() region instead).
     """
     if system.scheduler != "pbs" or system.launcher != "pals":
         raise SpecError(
@@ -238,7 +241,7 @@ def build(
         for tool in module["provides"]:
             if tool in ("python", "conda"):
                 continue
-            real = shutil.which(tool) if tool == "nsys" else None
+            real = shutil.which(tool) if tool == "nsys" and real_tools else None
             if real:  # the real Nsight Systems where this machine has it
                 (tools / tool).symlink_to(real)
             else:
