@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcprof_kit.jobs.examples import JOBS_SYSTEMS, PLACEHOLDER_ACCOUNT, VARIANTS
+from hpcprof_kit.jobs.examples import (
+    JOBS_SYSTEMS,
+    PLACEHOLDER_ACCOUNT,
+    SYSTEM_VARIANTS,
+    VARIANTS,
+)
 from hpcprof_kit.jobs.spec import JobSpec
 from hpcprof_kit.systems import load_system
 
@@ -35,7 +40,7 @@ def _catalog_specs() -> dict[str, JobSpec]:
             # Ready scripts name the environment the site recipe builds, not this machine's.
             venv=None if record.scheduler == "none" else str(record.extra.get("default_venv", "")),
         )
-        variants = dict(VARIANTS)
+        variants = {**VARIANTS, **SYSTEM_VARIANTS.get(system, {})}
         for tracer in record.vendor_tracers:
             variants[f"train-{tracer}"] = {"example": "train", "tracer": tracer}
         for variant, fields in variants.items():

@@ -45,6 +45,16 @@ VARIANTS: dict[str, dict[str, object]] = {
     "affinity": {"example": "affinity"},
 }
 
+# Ready scripts of one system only: seed 004's hands-on on Polaris, nsys on every rank of the
+# sequence-parallel app, recording only steps 3-4 (a capture range).
+SYSTEM_VARIANTS: dict[str, dict[str, dict[str, object]]] = {
+    "polaris": {
+        "seqpar-nsys": {
+            "example": "seqpar", "tracer": "nsys", "trace_all": True, "capture_steps": "3-4",
+        },
+    },
+}  # fmt: skip
+
 # The systems that get a folder in jobs/, and the placeholder account their scripts carry.
 JOBS_SYSTEMS: tuple[str, ...] = ("aurora", "polaris", "slurm", "local")
 PLACEHOLDER_ACCOUNT = "YOUR_PROJECT"

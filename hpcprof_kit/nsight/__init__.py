@@ -11,6 +11,8 @@ an ncu job for a kernel the nsys summary names (:mod:`.plan`, ``hpcprof-kit ncu-
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hpcprof_kit.nsight.ncu import read_ncu_details, read_ncu_raw, roofline_table
 from hpcprof_kit.nsight.plan import NcuPlan, choose_set, ncu_plan
 from hpcprof_kit.nsight.stats import (
@@ -24,8 +26,24 @@ from hpcprof_kit.nsight.stats import (
     run_stats,
 )
 
+SAMPLES = Path(__file__).with_name("samples")
+
+
+def sample_kernel_summary():
+    """A kernel summary in ``nsys stats``'s documented layout (made-up numbers, see
+    ``samples/README.md``): the nsys -> ncu step on a machine without a GPU.
+
+    >>> sample_kernel_summary()["calls"].tolist()
+    [300, 100, 400]
+    """
+    text = (SAMPLES / "cuda_gpu_kern_sum_documented_layout.csv").read_text()
+    return read_stats(text, "kernels", where="the sample kernel summary")
+
+
 __all__ = [
     "COLUMNS",
+    "SAMPLES",
+    "sample_kernel_summary",
     "REPORTS",
     "NcuPlan",
     "by_name",

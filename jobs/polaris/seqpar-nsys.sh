@@ -1,0 +1,88 @@
+#!/bin/bash -l
+#PBS -N hpcprof-seqpar-nsys
+#PBS -A YOUR_PROJECT
+#PBS -q debug
+#PBS -l select=1:system=polaris
+#PBS -l place=scatter
+#PBS -l walltime=00:10:00
+#PBS -l filesystems=home:eagle
+#PBS -k doe
+# seqpar on polaris: sequence-parallel matmuls
+# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+set -eo pipefail
+
+# The run directory holds this script, its outputs, traces/, tables/ and timings/.
+export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-${PBS_O_WORKDIR:-$PWD}}"
+export HPCPROF_SYSTEM=polaris
+cd "$HPCPROF_RUN_DIR"
+mkdir -p traces tables timings
+# The job records its own end (exit code, the signal that ended it, the time) in the run
+# directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
+hpcprof_signal=""
+hpcprof_job_end() {
+    local rc=$? sig=""
+    [[ -z "$hpcprof_signal" ]] || sig=", \"signal\": $hpcprof_signal"
+    printf '{"exit_code": %d%s, "ended_at": "%s"}\n' "$rc" "$sig" "$(date -Iseconds)" \
+        >.job_end.part && mv -f .job_end.part job_end.json
+}
+trap hpcprof_job_end EXIT
+trap 'hpcprof_signal=15; exit 143' TERM
+trap 'hpcprof_signal=2; exit 130' INT
+trap 'hpcprof_signal=1; exit 129' HUP
+
+# Site environment
+module use /soft/modulefiles
+module load conda/2025-09-25
+conda activate
+
+# Vendor tracer (nsys): its site module, checked before any rank starts
+module load nvidia
+command -v nsys >/dev/null || { echo "hpcprof-kit: nsys is not on PATH after 'module load nvidia'; see 'module avail nvidia' (the module may have moved) and update modules in polaris.toml" >&2; exit 1; }
+
+# The Python environment this job was rendered from (the kit and its packages): a batch job
+# starts from a clean login environment, so it is named here and activated after the modules.
+HPCPROF_VENV="$HOME"/venvs/hpcprof-kit-polaris-conda-2025-09-25
+if [[ ! -f "$HPCPROF_VENV/bin/activate" ]]; then
+    echo "hpcprof-kit: no Python environment at $HPCPROF_VENV (bin/activate is missing); build it on a login node with env/polaris/setup.sh, or name yours with JobSpec(venv=...)" >&2
+    exit 1
+fi
+# shellcheck disable=SC1091  # the environment exists only on the site
+source "$HPCPROF_VENV/bin/activate"
+
+# Environment for every rank
+export LD_LIBRARY_PATH=/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:/soft/libraries/hwloc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NET_GDR_LEVEL=PHB
+export NCCL_CROSS_NIC=1
+export NCCL_COLLNET_ENABLE=1
+export NCCL_NET='AWS Libfabric'
+export FI_CXI_DISABLE_HOST_REGISTER=1
+export FI_MR_CACHE_MONITOR=userfaultfd
+export FI_CXI_DEFAULT_CQ_SIZE=131072
+
+# Vendor tracer wrapper (nsys): traces every rank (4); runs the others plainly.
+cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
+#!/usr/bin/env bash
+# hpcprof-kit tracer wrapper: nsys on polaris
+# NVIDIA Nsight Systems: one timeline report per traced rank.
+# Traces every rank (4 ranks): one report each, as seed 004's nsys without a wrapper.
+# Usage: bash tracer.sh <command> [args...]
+set -euo pipefail
+if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi
+
+rank="${RANK:-${PMIX_RANK:-${PALS_RANKID:-${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}}}}}"
+local_rank="${LOCAL_RANK:-${PALS_LOCAL_RANKID:-${PMIX_LOCAL_RANK:-${PMI_LOCAL_RANK:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}}}"
+
+run_dir="${HPCPROF_RUN_DIR:-$PWD}"
+run="$(basename "$run_dir")"
+out="$run_dir/traces/nsys"
+mkdir -p "$out"
+# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.
+export TMPDIR="$out/tmp"
+mkdir -p "$TMPDIR"
+echo "hpcprof-kit: nsys traces rank $rank (local rank $local_rank) into $out" >&2
+exec nsys profile -o "$out/${run}_%q{PMI_RANK}" --stats=true --show-output=true --capture-range=cudaProfilerApi --capture-range-end=stop "$@"
+HPCPROF_TRACER_EOF
+
+# 1 node(s) x 4 rank(s) per node = 4 rank(s)
+mpiexec -n 4 -ppn 4 --cpu-bind list:24-31:16-23:8-15:0-7 -l --line-buffer --hostfile "$PBS_NODEFILE" \
+    bash "$HPCPROF_RUN_DIR/tracer.sh" python3 -m hpcprof_kit.apps.seqpar --capture-steps 3-4
