@@ -107,6 +107,9 @@ FLAG_SETS: dict[str, dict[str, list[str]]] = {
         "standard": ["--stats=true", "--show-output=true"],
         # CUDA and NVTX only, no CPU sampling or context switches: the smallest report
         "minimal": ["--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--stats=true"],
+        # the host side only (OS runtime calls and NVTX ranges): a CPU-only code, or a check of
+        # the wrapper on a machine without a GPU
+        "host": ["--trace=osrt,nvtx", "--sample=none", "--cpuctxsw=none"],
         # the communication too: MPI calls (Cray MPICH) beside cuDNN, cuBLAS and memory use
         "full": [
             "--trace=cuda,nvtx,osrt,cudnn,cublas,mpi", "--mpi-impl=mpich",

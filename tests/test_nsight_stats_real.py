@@ -52,23 +52,35 @@ def _nvtx_include(nsys: str) -> Path | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def nsys_run(tmp_path_factory) -> Path:
+def _tools() -> tuple[str, str]:
+    """nsys and Hydra mpiexec, or the reason they are missing."""
     nsys = shutil.which("nsys")
     if not nsys:
         missing("nsys not found: install Nsight Systems (.ci/run installs Debian's nsight-systems)")
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    if not Path(mpiexec).exists():
+        pytest.fail("mpiexec not found: install the kit with the 'local' extra (make env)")
+    return nsys, mpiexec
+
+
+def _nvtx_app(folder: Path, nsys: str, app: str = APP) -> Path:
+    """The app and its NVTX shim, built against nsys's own headers; returns the shim."""
     cc = shutil.which("cc") or shutil.which("gcc")
     include = _nvtx_include(nsys)
     if not cc or include is None:
         missing(f"a C compiler ({cc}) and nsys's NVTX headers ({include}) are needed for NVTX")
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    if not Path(mpiexec).exists():
-        pytest.fail("mpiexec not found: install the kit with the 'local' extra (make env)")
-    folder = tmp_path_factory.mktemp("nsys_run")
     (folder / "shim.c").write_text(SHIM)
-    (folder / "app.py").write_text(APP)
+    (folder / "app.py").write_text(app)
     lib = folder / "libkitnvtx.so"
     run_ok([cc, "-shared", "-fPIC", f"-I{include}", "-o", str(lib), str(folder / "shim.c")], 60)
+    return lib
+
+
+@pytest.fixture(scope="module")
+def nsys_run(tmp_path_factory) -> Path:
+    nsys, mpiexec = _tools()
+    folder = tmp_path_factory.mktemp("nsys_run")
+    lib = _nvtx_app(folder, nsys)
     reports = folder / "traces" / "nsys"
     reports.mkdir(parents=True)
     env = {**os.environ, "TMPDIR": str(folder)}  # nsys needs a writable TMPDIR under mpiexec
@@ -139,3 +151,58 @@ def test_ncu_plan_from_a_cpu_only_run_says_there_are_no_kernels(nsys_run):
     spec = JobSpec(system="polaris", nodes=1, ranks_per_node=2, account="MYPROJ")
     with pytest.raises(SpecError, match="the summary has no kernels|has no kernels in the nsys"):
         ncu_plan(nsys_run, spec=spec)
+
+
+# Four steps; step 2 holds a "capture" range around its compute (what capture() marks).
+CAPTURE_APP = """
+import ctypes, os, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+for step in range(4):
+    lib.kit_push(f"step {step}".encode())
+    if step == 2:
+        lib.kit_push(b"capture")
+    lib.kit_push(b"compute")
+    sum(i * i for i in range(10000))
+    lib.kit_pop()
+    if step == 2:
+        lib.kit_pop()
+    time.sleep(0.01)
+    lib.kit_pop()
+"""
+
+
+@pytest.fixture(scope="module")
+def wrapped_run(tmp_path_factory) -> Path:
+    """The kit's own nsys wrapper (every rank, the host-only set, an NVTX capture range: what a
+    GPU-less machine can capture) under Hydra with 2 ranks, into a run directory."""
+    from hpcprof_kit.jobs import JobSpec
+
+    nsys, mpiexec = _tools()
+    folder = tmp_path_factory.mktemp("wrapped")
+    lib = _nvtx_app(folder, nsys, CAPTURE_APP)
+    spec = JobSpec(system="polaris", account="P", ranks_per_node=2, tracer="nsys",
+                   tracer_set="host", trace_all=True,
+                   tracer_args=["--capture-range=nvtx", "--nvtx-capture=capture",
+                                "--capture-range-end=stop"])  # fmt: skip
+    (folder / "tracer.sh").write_text(spec.resolve().tracing.wrapper + "\n")
+    run_dir = folder / "myrun"
+    # nsys matches an NVTX capture name only among registered strings unless told otherwise.
+    env = {**os.environ, "HPCPROF_RUN_DIR": str(run_dir), "NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
+    run_ok([mpiexec, "-n", "2", "bash", str(folder / "tracer.sh"), sys.executable,
+            str(folder / "app.py"), str(lib)], 240, env=env, cwd=folder)  # fmt: skip
+    return run_dir
+
+
+def test_the_kits_wrapper_names_one_report_per_rank_after_the_run(wrapped_run):
+    reps = rank_reports(wrapped_run)
+    assert [p.name for p in reps.values()] == ["myrun_0.nsys-rep", "myrun_1.nsys-rep"]
+    assert all(p.parent == wrapped_run / "traces" / "nsys" for p in reps.values())
+    assert (wrapped_run / "traces" / "nsys" / "tmp").is_dir()  # TMPDIR, as the wrapper set it
+
+
+def test_the_capture_range_records_only_the_captured_region(wrapped_run):
+    table = run_stats(wrapped_run, "nvtx")
+    for rank in (0, 1):
+        rows = table[table["rank"] == rank].set_index("name")
+        # step 2's capture range and the compute inside it; no step range, no other compute
+        assert rows["calls"].to_dict() == {"capture": 1, "compute": 1}, rows

@@ -52,7 +52,7 @@ def test_the_default_set_is_the_guides_command():
 
 def test_unknown_set_and_options_without_a_tracer_are_refused_with_the_fix():
     with pytest.raises(SpecError, match=r"tracer_set 'huge' is not a flag set of nsys \(its sets: "
-                       r"standard, minimal, full\)"):  # fmt: skip
+                       r"standard, minimal, host, full\)"):  # fmt: skip
         JobSpec(**POLARIS, tracer="nsys", tracer_set="huge").validate()
     with pytest.raises(SpecError, match="tracer_args .* needs a tracer"):
         JobSpec(**POLARIS, tracer_args=["--trace=mpi"]).validate()

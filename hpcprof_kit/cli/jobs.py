@@ -55,8 +55,8 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
         help="trace only global ranks below this (default: no cutoff)",
     )
     p.add_argument(
-        "--tracer-set", default=unset, help="the tracer's flag set: unitrace/nsys minimal, "
-        "standard (default) or full; ncu detailed (default), basic, roofline or full",
+        "--tracer-set", default=unset, help="the tracer's flag set: unitrace/nsys standard "
+        "(default), minimal or full, nsys also host; ncu detailed (default), basic, roofline, full",
     )  # fmt: skip
     p.add_argument(
         "--tracer-arg", dest="tracer_args", action="append", default=unset, metavar="FLAG",
