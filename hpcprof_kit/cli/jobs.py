@@ -34,7 +34,7 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
     unset = argparse.SUPPRESS  # absent from args unless given: --spec's values stay
     p.add_argument("--spec", metavar="FILE", help="start from a spec.json (or a run directory's)")
     p.add_argument("--system", default=unset, help="aurora, polaris, slurm or local (default)")
-    p.add_argument("--example", default=unset, help="train (default), seqpar or affinity")
+    p.add_argument("--example", default=unset, help="train (default), seqpar, affinity or analyze")
     p.add_argument("--nodes", type=int, default=unset, help="default 1")
     p.add_argument("--ranks-per-node", type=int, default=unset, help="default 2")
     p.add_argument("--walltime", default=unset, help="HH:MM:SS (default 00:10:00)")
@@ -89,8 +89,8 @@ def _spec(args: argparse.Namespace):
 
     given = {key: getattr(args, key) for key in SPEC_FLAGS if hasattr(args, key)}
     words = list(getattr(args, "app_command", None) or ())
-    if words and words[0].startswith("-"):
-        given["args"] = words  # -- --epochs 2: arguments for the example
+    if words and (words[0].startswith("-") or "example" in given):
+        given["args"] = words  # -- --epochs 2, or --example analyze -- DIR: the example's
     elif words:
         given["command"] = words
     path = getattr(args, "spec", None)

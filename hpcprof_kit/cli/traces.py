@@ -38,9 +38,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="traces_command", metavar="ACTION", required=True)
 
-    s = sub.add_parser("summary", help="per rank: events, steps and the step breakdown totals")
+    s = sub.add_parser(
+        "summary",
+        help="per rank: events, steps and the step breakdown totals",
+        description="Per rank: events, steps and the step breakdown totals. With --mpi, run "
+        "under an MPI launcher (mpiexec -n 8 hpcprof-kit traces summary PATH --mpi): the MPI "
+        "ranks share the rank files out, each loading one at a time, and rank 0 prints the "
+        "same table and writes the run's tables and plots to --out.",
+        epilog="Exit status with --mpi: 0 when the run was analysed, even if some files did "
+        "not load (each is named on stderr with the reason, and listed in "
+        "tables/failures.json); 2 when no file loaded.",
+    )
     s.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.add_argument(
+        "--mpi", action="store_true", help="analyse as an MPI job (needs mpi4py and a launcher)"
+    )
+    s.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write tables/*.csv, plots/*.png and summaries/rank-<r>.npz here (default with "
+        "--mpi: $HPCPROF_RUN_DIR, else PATH when it is one run directory, else nothing)",
+    )
     s.set_defaults(func=cmd_summary)
 
     t = sub.add_parser("top", help="the ops, kernels or record_function ranges with the most time")
@@ -116,35 +135,62 @@ def nothing_loaded(ranks: dict) -> str:
 
 def summary_table(df):
     """Per rank: kind, events, steps, and the breakdown parts summed over the steps (ms)."""
-    from hpcprof_kit.traces.analyses import PARTS, step_breakdown
+    from hpcprof_kit.traces.analyses import step_breakdown
+    from hpcprof_kit.traces.summary import rank_table
 
-    bd = step_breakdown(df)
-    cols = ["wall_ns", *(f"{p}_ns" for p in PARTS)]
-    totals = bd.groupby("rank")[cols].sum() / 1e6
-    totals.columns = [c.replace("_ns", "_ms") for c in cols]
-    steps = bd[bd["step"] >= 0].groupby("rank").size()
-    out = totals.copy()
-    out.insert(0, "steps", steps.reindex(out.index, fill_value=0))
-    out.insert(0, "events", df.groupby("rank").size().reindex(out.index))
-    out.insert(0, "kind", bd.groupby("rank")["kind"].first())
-    return out.reset_index()
+    return rank_table(step_breakdown(df), df.groupby("rank").size())
+
+
+def default_out(paths: list[str]) -> Path | None:
+    """Where --mpi writes when --out is not given: the job's run directory, else PATH when
+    it is one run directory, else nowhere."""
+    from hpcprof_kit.paths import current_run_dir
+    from hpcprof_kit.traces.loader import RUN_DIR_MARKERS
+
+    here = current_run_dir()
+    if here is not None:
+        return Path(here)
+    if len(paths) == 1 and any((Path(paths[0]) / m).is_file() for m in RUN_DIR_MARKERS):
+        return Path(paths[0])
+    return None
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
+    if args.mpi:
+        from hpcprof_kit.traces.mpi_summary import run_summary
+
+        out = args.out or default_out(args.path)
+        run = run_summary(args.path, out=out)
+        if run is None:  # not MPI rank 0: rank 0 speaks for the job
+            return 0
+        skipped = {r: m["skipped"] for r, m in run.ranks.items() if m.get("skipped")}
+        print_summary(run.summary, skipped, args.json)
+        if out is not None and not args.json:
+            print(f"tables in {Path(out) / 'tables'}, plots in {Path(out) / 'plots'}")
+        return 0
     df = _load(args.path)
-    table = summary_table(df)
-    if args.json:
-        print(json.dumps(table.round(3).to_dict(orient="records"), indent=1))
-    else:
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        for rank, meta in df.attrs["ranks"].items():
-            if meta.get("skipped"):
-                print(f"note: rank {rank}: {meta['skipped']} bad events skipped (see warnings)")
-        if (table["steps"] == 0).any():
-            print(
-                "note: ranks with 0 steps have no ProfilerStep events; their whole trace is step -1"
-            )
+    skipped = {r: m["skipped"] for r, m in df.attrs["ranks"].items() if m.get("skipped")}
+    if args.out:
+        from hpcprof_kit.traces.summary import summarise
+        from hpcprof_kit.traces.summary_store import write_plots, write_tables
+
+        run = summarise(df)
+        write_tables(run, Path(args.out) / "tables")
+        write_plots(run, Path(args.out) / "plots")
+    print_summary(summary_table(df), skipped, args.json)
     return 0
+
+
+def print_summary(table, skipped: dict, as_json: bool) -> None:
+    """The summary table (or its JSON), and a note for ranks with bad events skipped."""
+    if as_json:
+        print(json.dumps(table.round(3).to_dict(orient="records"), indent=1))
+        return
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for rank, n in skipped.items():
+        print(f"note: rank {rank}: {n} bad events skipped (see warnings)")
+    if (table["steps"] == 0).any():
+        print("note: ranks with 0 steps have no ProfilerStep events; their whole trace is step -1")
 
 
 def cmd_top(args: argparse.Namespace) -> int:

@@ -34,6 +34,13 @@ EXAMPLES: dict[str, Example] = {
         "which CPUs and device each rank got",
         capture_flag=None,
     ),
+    "analyze": Example(
+        "analyze",
+        "hpcprof_kit.apps.analyze",
+        "analysis of a run's traces as an MPI job",
+        profile_flags=(),  # it reads traces, it makes none: profile=True is refused
+        capture_flag=None,
+    ),
 }
 
 # The scripts in jobs/<system>/<variant>.sh: variant name -> JobSpec fields.

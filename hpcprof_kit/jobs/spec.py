@@ -95,9 +95,10 @@ class JobSpec:
                 )
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, key, tuple(value))
-        if self.command is not None:  # resolved now, where the relative names mean something
+        # Resolved now, where the relative names mean something (the job runs elsewhere).
+        if self.command is not None:
             object.__setattr__(self, "command", absolute_paths(self.command))
-            object.__setattr__(self, "args", absolute_paths(self.args))
+        object.__setattr__(self, "args", absolute_paths(self.args))
         object.__setattr__(self, "env", dict(self.env or {}))
         self._apply_workshop()
 
@@ -206,6 +207,12 @@ class JobSpec:
                 f"{list(self.command)!r} is your own program; leave profile "
                 "off and profile inside your script (hpcprof_kit.profiling.make_profiler), or "
                 "put your program's own flag into command or args"
+            )
+        if self.command is None and self.profile and not EXAMPLES[self.example].profile_flags:
+            raise SpecError(
+                f"profile=True asks the {self.example} example to profile itself, but it has no "
+                f"profiling flag ({EXAMPLES[self.example].about}: it records no traces); leave "
+                "profile off"
             )
         for key in ("command", "args"):
             for word in getattr(self, key) or ():

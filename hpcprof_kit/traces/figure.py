@@ -27,6 +27,16 @@ COLORS = {
     "idle": "#dddddd",
 }
 
+# The breakdown's legend says the rule (breakdown.step_breakdown) part by part.
+PART_LABELS = {
+    "compute": "compute (no comm meanwhile)",
+    "hidden_comm": "hidden comm (under compute)",
+    "exposed_comm": "exposed comm (no compute)",
+    "memory": "memory copies/sets",
+    "host": "host only (device idle)",
+    "idle": "idle",
+}
+
 
 class Plot(NamedTuple):
     """A figure and the numbers behind it."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces import breakdown as bd
-from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
+from hpcprof_kit.traces.figure import COLORS, PART_LABELS, Plot, new_figure
 from hpcprof_kit.traces.lanes import lod_bars
 from hpcprof_kit.traces.ops import same_name
 from hpcprof_kit.traces.rank_pick import pick_ranks
@@ -29,19 +29,10 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = [
-    "COLORS", "Plot", "lod_bars", "pick_ranks", "plot_breakdown", "plot_breakdown_spread",
+    "COLORS", "PART_LABELS", "Plot", "lod_bars", "pick_ranks", "plot_breakdown", "plot_breakdown_spread",
     "plot_rank_heatmap", "plot_same_name", "plot_timeline",
 ]  # fmt: skip
 MAX_RANKS = 32  # above this many ranks, a row or bar per rank no longer reads: draw the spread
-# The breakdown's legend says the rule (breakdown.step_breakdown) part by part.
-PART_LABELS = {
-    "compute": "compute (no comm meanwhile)",
-    "hidden_comm": "hidden comm (under compute)",
-    "exposed_comm": "exposed comm (no compute)",
-    "memory": "memory copies/sets",
-    "host": "host only (device idle)",
-    "idle": "idle",
-}
 
 
 def _breakdown_table(data: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ import numpy as np
 
 from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces.breakdown import PARTS, step_breakdown
-from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
+from hpcprof_kit.traces.figure import COLORS, PART_LABELS, Plot, new_figure
 from hpcprof_kit.traces.rank_pick import by_mean, rank_grid, steps_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -196,7 +196,6 @@ def plot_breakdown_bands(data: pd.DataFrame, worst: int = WORST) -> Plot:
     >>> fig, parts = traces.plot_breakdown(traces.step_breakdown(df))  # 768 ranks  # doctest: +SKIP
     >>> parts.query("part == 'exposed_comm'")                          # doctest: +SKIP
     """
-    from hpcprof_kit.traces.plots import PART_LABELS
 
     worst = check_count("worst", worst)
     b = _breakdown(data)
@@ -248,7 +247,6 @@ def plot_breakdown_spread(data: pd.DataFrame, worst: int = WORST) -> Plot:
     >>> fig, parts = traces.plot_breakdown_spread(traces.load("runs/x/traces"))  # doctest: +SKIP
     >>> parts.set_index("part").loc["exposed_comm", "worst_ranks"]     # doctest: +SKIP
     """
-    from hpcprof_kit.traces.plots import PART_LABELS
 
     worst = check_count("worst", worst)
     table = part_spread(_breakdown(data), worst)
