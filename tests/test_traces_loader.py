@@ -220,3 +220,27 @@ def test_relative_ts_beyond_float64_keeps_every_nanosecond(tmp_path):
     base = 1_700_000_000_000_000_000
     assert df.ts_ns.tolist() == [base + 9_007_199_254_740_993, base + 8_796_093_022_208_001]
     assert df.dur_ns.tolist() == [1001, 2500]
+
+
+def test_sycl_queues_after_many_cuda_slices_still_become_streams(tmp_path):
+    # the parser skips the SYCL-queue pass over slices that never mention one: queues that
+    # first appear megabytes in, or only in an escaped key, must still be read
+    cuda = (
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d.5, "dur": 1.0,'
+        ' "args": {"correlation": %d, "device": 0, "stream": 7}}'
+    )
+    xpu = [
+        '{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 1, "ts": 1.0, "dur": 1.0,'
+        ' "args": {"correlation": 1, "device": 0, "sycl queue": 5}}',
+        '{"ph": "X", "cat": "kernel", "name": "gemm2", "pid": 0, "tid": 1, "ts": 2.0, "dur": 1.0,'
+        ' "args": {"correlation": 2, "device": 0, "sycl\\u0020queue": 6}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 3.0,'
+        ' "dur": 1.0}',
+    ]
+    events = [cuda % (10 + i, 10 + i) for i in range(30_000)] + xpu  # about 4 MB
+    path = tmp_path / "mixed-0-of-1.json"
+    path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}")
+    df = load(path, cache=False).set_index("name")
+    assert (df.loc["gemm", "stream"], df.loc["gemm2", "stream"]) == (5, 6)
+    assert df.loc["aten::mm", "stream"] == -1
+    assert set(df.loc["k", "stream"]) == {7} and len(df.loc["k"]) == 30_000

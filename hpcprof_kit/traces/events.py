@@ -292,8 +292,8 @@ def _as_float(value: Any) -> float:
 
 
 def _us_to_ns(ts: np.ndarray) -> np.ndarray:
-    """µs (float64) -> integer ns without the loss of ``ts * 1000`` on epoch-sized values."""
-    ts = np.nan_to_num(ts)
+    """Finite µs (float64) -> integer ns without the loss of ``ts * 1000`` on epoch-sized
+    values (the caller has replaced nan and inf)."""
     whole = np.floor(ts)
     return whole.astype(np.int64) * 1000 + np.rint((ts - whole) * 1000).astype(np.int64)
 
