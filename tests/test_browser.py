@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from browser.lab import CHROMIUM, CHROMIUM_ARGS, JupyterLab
-from browser.notebooks import NOTEBOOKS, VIAS, expected, table_problems
+from browser.notebooks import ALL_NOTEBOOKS, VIAS, expected, table_problems
 from browser.page import (
     PNG_IMAGE,
     WIDGET_OUTPUT,
@@ -66,7 +66,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, repo: Path, chromium: str):
     scratch = tmp_path_factory.mktemp("lab")
     work = scratch / "work"
     (work / "notebooks").mkdir(parents=True)
-    for stem in NOTEBOOKS:
+    for stem in ALL_NOTEBOOKS:
         shutil.copy(repo / "notebooks" / f"{stem}.ipynb", work / "notebooks")
     (work / "examples").symlink_to(repo / "examples")  # notebooks name ../examples/...
     with JupyterLab(scratch, work) as server:
@@ -158,7 +158,7 @@ def test_browser_table_matches_the_notebooks(repo: Path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("stem", sorted(NOTEBOOKS))
+@pytest.mark.parametrize("stem", ALL_NOTEBOOKS)
 def test_notebook_renders_in_chromium(stem: str, notebooks: Notebooks, lab: JupyterLab):
     ran = notebooks.run(stem)
     ran.check_ran()

@@ -69,6 +69,14 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
 }
 
 
+# The notebooks that show only text and tables: they run in the browser too (no error output,
+# a screenshot each), expected to show no widget and no picture.
+TEXT_ONLY: tuple[str, ...] = (
+    "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi", "06_vendor_profilers",
+)  # fmt: skip
+ALL_NOTEBOOKS: tuple[str, ...] = tuple(sorted((*NOTEBOOKS, *TEXT_ONLY)))
+
+
 @dataclass(frozen=True)
 class Expected:
     """What a notebook must show once every cell ran."""
@@ -99,7 +107,7 @@ def expected(path: Path) -> Expected:
     """The counts for the notebook at ``path``, from the snippets its code holds."""
     cells = code_cells(path)
     widgets, images = 0, dict.fromkeys(VIAS, 0)
-    for shows in NOTEBOOKS[path.stem]:
+    for shows in NOTEBOOKS.get(path.stem, ()):
         found = sum(code.count(shows.snippet) for code in cells)
         widgets += found * shows.widgets
         images[shows.via] += found * shows.images
@@ -114,6 +122,11 @@ def table_problems(folder: Path) -> list[str]:
         problems.append(f"{stem}: draws or shows a widget but is not in NOTEBOOKS")
     for stem in sorted(set(NOTEBOOKS) - set(showing)):
         problems.append(f"{stem}: in NOTEBOOKS but draws nothing (or the file is gone)")
+    every = sorted(p.stem for p in folder.glob("[0-9]*.ipynb"))
+    for stem in sorted(set(every) - set(ALL_NOTEBOOKS)):
+        problems.append(f"{stem}: in neither NOTEBOOKS nor TEXT_ONLY: the browser test skips it")
+    for stem in sorted(set(TEXT_ONLY) - (set(every) - set(showing))):
+        problems.append(f"{stem}: in TEXT_ONLY but draws something (or the file is gone)")
     for stem in sorted(set(NOTEBOOKS) & set(showing)):
         cells = code_cells(folder / f"{stem}.ipynb")
         for shows in NOTEBOOKS[stem]:
