@@ -206,3 +206,10 @@ def test_the_capture_range_records_only_the_captured_region(wrapped_run):
         rows = table[table["rank"] == rank].set_index("name")
         # step 2's capture range and the compute inside it; no step range, no other compute
         assert rows["calls"].to_dict() == {"capture": 1, "compute": 1}, rows
+
+
+def test_the_wrapped_runs_ranges_become_a_plot(wrapped_run, tmp_path):
+    table = run_stats(wrapped_run, "nvtx")
+    plot = plot_top_kernels(table, top=5, rank=0, title="captured NVTX ranges")
+    assert sorted(plot.table["name"]) == ["capture", "compute"]
+    assert Path(plot.save(str(tmp_path / "captured.png"))).stat().st_size > 1000
