@@ -17,7 +17,9 @@ FORK = multiprocessing.get_context("fork")
 
 def _submit_five(barrier, results) -> None:
     barrier.wait()  # all four processes submit at once
-    spec = JobSpec(system="local", command=["true"], ranks_per_node=1)
+    # A real (if short) program: Hydra's mpiexec around a bare `true` once died of SIGPIPE (141)
+    # when its proxy ended before it wrote, with twenty launches at once on two cores.
+    spec = JobSpec(system="local", command=["python3", "-c", "print('ok')"], ranks_per_node=1)
     results.put([str(submit(spec).run_dir) for _ in range(5)])
 
 
@@ -37,7 +39,9 @@ def test_twenty_submissions_from_four_processes_get_twenty_run_directories(isola
     assert len({m["job_id"] for m in manifests}) == 20
     assert all(Path(m["run_dir"]) == d for m, d in zip(manifests, run_dirs, strict=True))
     for run_dir in run_dirs:
-        assert Job.from_run_dir(run_dir).wait(timeout=60, progress=False) == "COMPLETED"
+        job = Job.from_run_dir(run_dir)
+        assert job.wait(timeout=60, progress=False) == "COMPLETED", job.manifest.get("note")
+        assert job.tail() == "ok"
         assert not list(run_dir.glob(".manifest.json.*"))  # no temporary file left behind
 
 

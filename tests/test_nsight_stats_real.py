@@ -52,6 +52,24 @@ def _nvtx_include(nsys: str) -> Path | None:
     return None
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_agents_left_behind():
+    """nsys 2022.4 can leave its `nsys --start-agent` helper running after a profile ends;
+    the ones this module started are ended with it, so later tests do not inherit them."""
+    import contextlib
+    import time
+
+    import psutil
+
+    started = time.time()
+    yield
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
+        cmd = proc.info["cmdline"] or []
+        if "--start-agent" in cmd and (proc.info["create_time"] or 0) >= started - 1:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
 def _tools() -> tuple[str, str]:
     """nsys and Hydra mpiexec, or the reason they are missing."""
     nsys = shutil.which("nsys")

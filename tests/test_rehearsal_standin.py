@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -40,13 +39,15 @@ def test_ready_site_script_completes_under_the_rehearsal_standin(path, isolated_
                      result.stage("launch").detail)  # fmt: skip
     assert spec.total_ranks == {"aurora": 12, "polaris": 4}[spec.system]
     assert f"{spec.total_ranks} ranks ran and exited 0" in result.stage("ranks").detail
-    if spec.tracer:  # stand-in output for exactly the ranks the seeds' rule selects
-        expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank, spec.rankcutoff)
-        # The twin runs the real Nsight Systems where it is installed (CI installs it).
-        real = spec.tracer == "nsys" and shutil.which("nsys")
-        what = "reports (the real Nsight Systems)" if real else "stand-in output"
+    if spec.tracer:  # tracer output for exactly the ranks the seeds' rule (or trace_all) selects
+        expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank,
+                              spec.rankcutoff, all_ranks=spec.trace_all)  # fmt: skip
         ranks = ", ".join(map(str, expect))
-        assert f"{spec.tracer} {what} for ranks {ranks}" in result.stage("outputs").detail
+        assert f"{spec.tracer} stand-in output for ranks {ranks}" in result.stage("outputs").detail
+        if spec.capture_steps:
+            assert (
+                f"each captured only steps {spec.capture_steps}" in result.stage("outputs").detail
+            )
     if spec.profile:
         traces = sorted(p.name for p in (run / "traces").glob("*-of-*.json"))
         assert len(traces) == spec.total_ranks

@@ -49,7 +49,7 @@ def _venv_ok(venv: object) -> bool:
     if not isinstance(venv, str):
         return False
     rest = venv.removeprefix("$HOME/").removeprefix("${HOME}/")
-    return not any(c in rest for c in '\n\x00"`$')
+    return not any(c in rest for c in '\n\x00"`$\\')
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ class JobSpec:
         if self.venv is not None and not _venv_ok(self.venv):
             raise SpecError(
                 f"venv {self.venv!r} must be a folder path on one line, without quotes, "
-                "backquotes or '$' except a leading '$HOME/' "
+                "backquotes, backslashes or '$' except a leading '$HOME/' "
                 "(e.g. '$HOME/venvs/hpcprof-kit-aurora-frameworks-2025.3.1')"
             )
         for line in self.setup or ():

@@ -64,7 +64,7 @@ def rehearse(
         twin = twin_mod.build(
             twin_root, record, nodes=spec.nodes, modules_missing=modules_missing,
             reservations=reservations, interactive_queue=spec.queue or record.default_queue
-            if interactive else "", real_tools=spec.capture_steps is None,
+            if interactive else "",
         )  # fmt: skip
     except SpecError as exc:
         result.stages.append(Stage("render", "fail", str(exc)))

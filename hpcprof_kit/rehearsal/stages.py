@@ -174,15 +174,9 @@ def _few(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:6])) + (" ..." if len(ranks) > 6 else "") if ranks else "none"
 
 
-def _traced_ranks(twin: Twin, tracer: str, run_dir: Path) -> tuple[list[int], str]:
-    """The ranks a tracer ran on: the stand-in's log, or the reports the real nsys wrote
-    (``<run>_<rank>.nsys-rep``; the twin uses the real Nsight Systems where it is installed)."""
-    logged = {e["rank"] for e in twin.events("tool") if e["tool"] == tracer}
-    if logged:
-        return sorted(logged), "stand-in output"
-    reports = (run_dir / "traces" / tracer).glob("*.nsys-rep")
-    ranks = {int(m.group(1)) for p in reports if (m := re.search(r"_(\d+)\.nsys-rep$", p.name))}
-    return sorted(ranks), "reports (the real Nsight Systems)"
+def _traced_ranks(twin: Twin, tracer: str) -> list[int]:
+    """The ranks the tracer's stand-in ran on (from the twin's log)."""
+    return sorted({e["rank"] for e in twin.events("tool") if e["tool"] == tracer})
 
 
 def _captured(run_dir: Path, spec: JobSpec, ranks: list[int]) -> tuple[str, str]:
@@ -239,11 +233,11 @@ def _outputs(
     if spec.tracer:
         expect = traced_ranks(spec.total_ranks, spec.ranks_per_node, spec.profrank,
                               spec.rankcutoff, all_ranks=spec.trace_all)  # fmt: skip
-        got, what = _traced_ranks(twin, spec.tracer, run_dir)
+        got = _traced_ranks(twin, spec.tracer)
         if got != expect:
             rule = "every rank" if spec.trace_all else "the seeds' rule selects"
             problems.append(f"{spec.tracer} traced ranks {got}, {rule} {expect}")
-        found = f"; {spec.tracer} {what} for ranks {_few(got)}"
+        found = f"; {spec.tracer} stand-in output for ranks {_few(got)}"
         if spec.capture_steps is not None:
             problem, note = _captured(run_dir, spec, expect)
             problems += [problem] if problem else []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 import sysconfig
 import venv
@@ -178,16 +177,15 @@ def build(
     modules_missing: tuple[str, ...] = (),
     reservations: dict[str, dict[str, Any]] | None = None,
     interactive_queue: str = "",
-    real_tools: bool = True,
 ) -> Twin:
     """Build a twin of ``system`` under ``root`` (which must not exist yet).
 
     ``modules_missing`` leaves modules out of the twin's module system (to rehearse a site
     where one was renamed); ``reservations`` maps reservation queue names to their limits
     (``{"R123": {"nodes": 2, "walltime": "02:00:00"}}``); ``interactive_queue`` makes the twin
-    hold an interactive job (``qsub -I``) of the attendee in that queue. ``real_tools=False``
-    uses the stand-in nsys even where the real one is installed (a CUDA capture range never
-    opens without a GPU; the stand-in records the app's capture() region instead).
+    hold an interactive job (``qsub -I``) of the attendee in that queue. Vendor tools are
+    stand-ins, even where the real nsys is installed: without a GPU it records little, a CUDA
+    capture range never opens, and its leftover agents stalled later runs here.
     """
     if system.scheduler != "pbs" or system.launcher != "pals":
         raise SpecError(
@@ -241,11 +239,7 @@ def build(
         for tool in module["provides"]:
             if tool in ("python", "conda"):
                 continue
-            real = shutil.which(tool) if tool == "nsys" and real_tools else None
-            if real:  # the real Nsight Systems where this machine has it
-                (tools / tool).symlink_to(real)
-            else:
-                _write_program(tools / tool, twin.standin_argv(tool))
+            _write_program(tools / tool, twin.standin_argv(tool))
     defaults = [m["name"] for m in config["modules"] if m["default"]]
     default_path = "".join(f"{twin.tool_folder(name)}:" for name in defaults)
     (home / ".bash_profile").write_text(
