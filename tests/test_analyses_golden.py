@@ -23,6 +23,8 @@ from hpcprof_kit import traces
 from hpcprof_kit.traces import analyses as A
 from hpcprof_kit.traces.ops import _thread_codes
 
+from must_have import missing
+
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "analyses"
 FIXTURES = REPO / "tests" / "fixtures" / "traces"
@@ -163,7 +165,7 @@ def test_golden_round_trip_is_exact():
 @pytest.mark.parametrize("name", [*FIXTURE_RUNS, *SHARED_RUNS, *SYNTHETIC_RUNS])
 def test_analyses_match_golden(runs, name):
     if name not in runs:
-        pytest.skip(f"{SHARED} is absent: the shared third-party traces are not here")
+        missing(f"{SHARED} is absent: the shared third-party traces are not here")
     for what, table in outputs(name, runs[name]).items():
         _check(f"{name}__{what}", table)
 
@@ -171,7 +173,7 @@ def test_analyses_match_golden(runs, name):
 @pytest.mark.parametrize(("a", "b"), COMPARE)
 def test_compare_runs_matches_golden(runs, a, b):
     if a not in runs or b not in runs:
-        pytest.skip(f"{SHARED} is absent: the shared third-party traces are not here")
+        missing(f"{SHARED} is absent: the shared third-party traces are not here")
     diff = A.compare_runs(runs[a], runs[b])
     steps = diff.attrs["steps"]
     diff.attrs = {}
