@@ -55,3 +55,25 @@ def absolute_paths(words: tuple[str, ...], cwd: str | None = None) -> tuple[str,
                 word = os.path.normpath(candidate)
         out.append(word)
     return tuple(out)
+
+
+def warn_missing_script(words: tuple[str, ...]) -> None:
+    """Warn (KitWarning) when a relative script word names no file here: the job runs in its
+    run directory, where it will not be either."""
+    import warnings
+
+    from hpcprof_kit.errors import KitWarning
+
+    local = ("-", "/", "$", "~")  # flags, absolute paths and ones the shell expands
+    for word in words:
+        if word.endswith(SCRIPT_SUFFIXES) and not word.startswith(local):
+            if os.path.isfile(word):
+                continue
+            warnings.warn(
+                f"command word {word!r} names no file in {os.getcwd()}, and the job "
+                "runs in its run directory; give the script's absolute path (a "
+                "relative one is made absolute only when the file is where you are)",
+                KitWarning,
+                stacklevel=3,
+            )
+            return

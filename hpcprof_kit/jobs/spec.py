@@ -11,13 +11,12 @@ True
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.jobs.commands import SCRIPT_SUFFIXES, absolute_paths, script_label
+from hpcprof_kit.jobs.commands import absolute_paths, script_label, warn_missing_script
 from hpcprof_kit.jobs.environment import resolve_venv
 from hpcprof_kit.jobs.examples import EXAMPLES
 from hpcprof_kit.jobs.queues import QueueLimits, resolve_queue, walltime_seconds
@@ -219,7 +218,7 @@ class JobSpec:
                 if not isinstance(word, str) or "\x00" in word:
                     raise SpecError(f"{key} word {word!r} must be a string without NUL bytes")
         if self.command is not None and sysrec.scheduler == "none":
-            self._warn_missing_script()
+            warn_missing_script((*self.command, *self.args))
         if not _NAME.match(self.job_name):
             raise SpecError(
                 f"name {self.job_name!r} is not safe for the scheduler and the shell: use 1-64 "
@@ -279,27 +278,6 @@ class JobSpec:
             if "\n" in line or "\x00" in line:
                 raise SpecError(f"setup line {line!r} must be one line of shell")
         return queue
-
-    def _warn_missing_script(self) -> None:
-        """A relative script that is not here will not be in the run directory either."""
-        import warnings
-
-        from hpcprof_kit.errors import KitWarning
-
-        words = (*(self.command or ()), *self.args)
-        local = ("-", "/", "$", "~")  # flags, absolute paths and ones the shell expands
-        for word in words:
-            if word.endswith(SCRIPT_SUFFIXES) and not word.startswith(local):
-                if os.path.isfile(word):
-                    continue
-                warnings.warn(
-                    f"command word {word!r} names no file in {os.getcwd()}, and the job "
-                    "runs in its run directory; give the script's absolute path (a "
-                    "relative one is made absolute only when the file is where you are)",
-                    KitWarning,
-                    stacklevel=3,
-                )
-                return
 
     def _check_ints(self, sysrec: System, queue: QueueLimits, where: str) -> None:
         lo, hi = queue.min_nodes, queue.max_nodes
