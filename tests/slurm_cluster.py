@@ -65,6 +65,8 @@ class SlurmCluster:
             _wait_controller(self)
 
 
+# KillWait is Slurm's default (30 s): a job's TERM trap must have time to write job_end.json
+# on a busy machine before the SIGKILL (2 s lost that race once in CI).
 CONF = """\
 ClusterName=hpcproftest
 SlurmctldHost=localhost
@@ -84,7 +86,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={root}/jobcomp.txt
 MinJobAge=300
-KillWait=2
+KillWait=30
 InactiveLimit=0
 OverTimeLimit=0
 SlurmctldPort={ctld_port}
