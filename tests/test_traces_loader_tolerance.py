@@ -78,6 +78,19 @@ def test_raw_control_characters_are_repaired(recwarn):
     assert any("repaired invalid JSON" in str(w.message) for w in recwarn)
 
 
+def test_bytes_that_are_not_utf8_are_replaced_not_a_crash(recwarn, tmp_path):
+    # one byte 0xff inside a name (a truncated multi-byte character in a hand-edited trace)
+    path = tmp_path / "latin.json"
+    path.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "name": "a\xffb", "ts": 1, "dur": 2},\n'
+        b'{"ph": "X", "name": "ok", "ts": 3, "dur": 1}]}'
+    )
+    df = load(path, cache=False)
+    assert list(df.name.astype(str)) == ["a\ufffdb", "ok"]
+    assert [int(v) for v in df.ts_ns] == [1000, 3000]
+    assert any("not UTF-8" in str(w.message) for w in recwarn)
+
+
 def test_bare_na_becomes_missing(recwarn):
     df = load(FIXTURES / "bare_na.json", cache=False).set_index("name")
     assert df.loc["aten::add", "dur_ns"] == 0 and df.loc["aten::add", "ext_id"] == -1

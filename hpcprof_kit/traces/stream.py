@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceFormatError
+
+try:  # the compiled scanner (setup.py): the plain slices in C; without it, all through msgspec
+    from . import _scan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _scan = None
 from .events import (
     ANY,
     EXACT,
@@ -47,6 +53,7 @@ READ_BYTES = 4 * 1024 * 1024  # read (or inflate) this much at a time
 SLICE_BYTES = 256 * 1024
 HEADER_LIMIT = 64 * 1024 * 1024  # traceEvents must start within this many bytes
 _PH = attrgetter("ph")
+_TS = attrgetter("ts")
 
 # µs whose ns decimals float64 cannot hold: from 2**43 µs (about 8.8e12) a float64 step
 # exceeds 1 ns, so 14+ integer digits, or 13 from 8e12 on (absolute epoch µs has 16).
@@ -55,11 +62,12 @@ FLOAT_EXACT_US = 8e12  # below this, float64 µs rounds to the exact ns
 
 
 def _beyond_float(events: list) -> bool:
-    """Whether a slice's times (first, middle, last event) reach ``FLOAT_EXACT_US``."""
-    for e in (events[0], events[len(events) // 2], events[-1]):
-        if isinstance(e.ts, float) and abs(e.ts) >= FLOAT_EXACT_US:
-            return True
-    return False
+    """Whether any time of a slice reaches ``FLOAT_EXACT_US`` (one C-level pass)."""
+    try:
+        us = np.fromiter(map(_TS, events), np.float64, len(events))
+    except (TypeError, ValueError):  # a null or text time (the loose path)
+        us = np.array([e.ts if isinstance(e.ts, float) else 0.0 for e in events])
+    return bool((np.abs(us) >= FLOAT_EXACT_US).any())
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -112,7 +120,12 @@ def _pieces(path: Path, warn: list[str]):
 
 
 def _clean(text: bytes) -> bytes:
-    """Repair the invalid JSON that profilers write: control characters, bare N/A and NaN."""
+    """Repair the invalid JSON that profilers write: control characters, bare N/A and NaN, and
+    bytes that are not UTF-8 (each becomes U+FFFD)."""
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        text = text.decode("utf-8", "replace").encode()
     return _BARE_WORDS.sub(rb"\1null", text.translate(_CONTROL))
 
 
@@ -145,6 +158,26 @@ class _Reader:
         self.seen = 0  # items of traceEvents decoded so far (the index of the next one)
         self.skipped = Skipped()
         self.invalid = ""  # why the rest of traceEvents is not valid JSON, if it is not
+        self.scanner = _scan if os.environ.get("HPCPROF_SCANNER", "on") != "off" else None
+        self.scanned = self.decoded = 0  # slices read by the compiled scanner / by msgspec
+
+    def _scan(self, buf: bytearray, start: int, stop: int) -> bool:
+        """Read ``buf[start:stop]`` with the compiled scanner; False: it left the slice to
+        msgspec (anything outside the plain case, see ``_scan.c``), nothing was added."""
+        if self.scanner is None or self.dirty:
+            return False
+        got = self.scanner.scan(buf, start, stop, self.cols.raw_keys, self.cols.new_key)
+        if got is None:
+            return False
+        items, arrays, meta, exact_needed = got
+        self.exact = self.exact or exact_needed
+        self.seen += items
+        self.scanned += 1
+        if meta:
+            text = b"[" + b",".join(bytes(buf[s:e]) for s, e in meta) + b"]"
+            self.meta.extend(self._decode_with(EXACT if self.exact else FAST, text) or ())
+        self.cols.add_scanned(arrays)
+        return True
 
     def _decode(self, text: bytes) -> list | None:
         """Decode ``[events]``; ``ts`` as float64 unless the file needs it exact (see below).
@@ -169,11 +202,14 @@ class _Reader:
                     events = decoder.decode(candidate)
                 except msgspec.ValidationError:  # a field of another type: decode untyped
                     events = decode_loose(candidate, self.exact)
-            except msgspec.DecodeError:  # invalid JSON, or not cut at an event's end
-                continue
+            except (msgspec.DecodeError, UnicodeDecodeError):  # invalid JSON or UTF-8, or
+                continue  # not cut at an event's end
             if repair and not self.dirty:
                 self.dirty = True
-                self.notes.append("repaired invalid JSON (control characters or bare N/A/NaN)")
+                self.notes.append(
+                    "repaired invalid JSON (control characters, bare N/A/NaN or bytes that are"
+                    " not UTF-8)"
+                )
             return events
         return None
 
@@ -220,10 +256,12 @@ class _Reader:
             if not (after or last):
                 continue  # a brace inside an event
             attempts += 1
-            events = self._decode_slice(buf, start, p + 1)
-            if events is None:
-                continue
-            self._keep(events)
+            if not self._scan(buf, start, p + 1):
+                events = self._decode_slice(buf, start, p + 1)
+                if events is None:
+                    continue
+                self.decoded += 1
+                self._keep(events)
             if after and buf[after.end() - 1] == 0x5D:  # "]": the array is complete
                 self.done = True
                 return after.end()
