@@ -155,6 +155,19 @@ def _kernel_python(spec_dir: Path) -> str:
     return "this environment" if argv and argv[0] == sys.executable else "another Python"
 
 
+def _trace_scanner() -> Check:
+    from hpcprof_kit.traces import stream
+
+    if stream._scan is None:
+        return Check(
+            "trace scanner",
+            "warn",
+            "not compiled: traces are read by msgspec alone (correct, about 2.6x slower)",
+            "install a C compiler (gcc), then 'pip install -e .' in the kit's folder",
+        )
+    return Check("trace scanner", "ok", "compiled (hpcprof_kit/traces/_scan.c)")
+
+
 def _system() -> Check:
     from hpcprof_kit.systems import detect_system
 
@@ -200,8 +213,8 @@ def _site_module() -> list[Check]:
 
 
 CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
-    _python, _torch, _device, _launcher, _mpi4py, _schedulers, _kernel, _system, _tracers,
-    _site_module,
+    _python, _torch, _device, _launcher, _mpi4py, _schedulers, _kernel, _trace_scanner, _system,
+    _tracers, _site_module,
 )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ def test_doctor_prints_one_line_per_check():
         "mpi4py",
         "scheduler",
         "jupyter",
+        "trace",
         "system",
     ]
     for line in lines:

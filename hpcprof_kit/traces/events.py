@@ -152,7 +152,28 @@ class Columns:
     def __init__(self) -> None:
         self.parts: dict[str, list[np.ndarray]] = {c: [] for c in ("key",) + self.NUMERIC}
         self.keys = _Codes()  # (ph, cat, name, pid, tid) -> code
+        self.raw_keys: dict[bytes, int] = {}  # their JSON text (the compiled scanner's) -> code
         self.wide_ints = 0
+
+    def new_key(self, raw: bytes) -> int | None:
+        """The code of a key the compiled scanner met first as text: ``ph``, then the JSON of
+        cat, name, pid and tid (empty where absent), NUL-separated. None: the scanner leaves
+        the slice to msgspec."""
+        ph, *rest = raw.split(b"\0")
+        try:
+            key = (ph.decode(), *(ANY.decode(part) if part else None for part in rest))
+        except (UnicodeDecodeError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        code = self.raw_keys[raw] = self.keys[key]
+        return code
+
+    def add_scanned(self, arrays: tuple[bytes, ...]) -> None:
+        """Append the columns the compiled scanner read: key codes, ts and dur in ns, then
+        correlation, External id, device and stream (each as int64 bytes)."""
+        key, *numeric = (np.frombuffer(a, np.int64) for a in arrays)
+        self.parts["key"].append(key.astype(np.int32))
+        for col, values in zip(self.NUMERIC, numeric, strict=True):
+            self.parts[col].append(values)
 
     def _ids(self, args: list, key: str) -> np.ndarray:
         """Integer ids (correlation, stream...) -> int64, -1 where absent or unusable."""

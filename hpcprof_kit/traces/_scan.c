@@ -1,0 +1,739 @@
+/* The trace table's columns straight from chrome-trace JSON text, for the plain case.
+ *
+ * scan(buf, start, stop, raw_keys, new_key) reads the comma-separated JSON objects in
+ * buf[start:stop] (one slice of traceEvents, cut by stream.py at the end of an event) and
+ * returns their columns. Whenever a slice holds anything outside the plain case (a field of
+ * an unexpected type, an exponent or more than 3 decimals in "ts", an id that is not an
+ * integer, an empty {} event, text that is not valid JSON or not UTF-8, a repeated field...)
+ * it returns None and the reader decodes that slice with msgspec instead, so the two paths
+ * always give the same table (tests/test_traces_scan.py compares them on real and random
+ * traces).
+ *
+ * Kept rows (ph X, i, I) get: a key code for (ph, cat, name, pid, tid), looked up in
+ * raw_keys by the raw JSON text of those five values (new_key(raw) decodes a new one and
+ * returns its code, or None to fall back); ts in integer ns read from its digits; dur in ns
+ * as rint(dur * 1000) of the correctly rounded double; and the integer ids of args
+ * (correlation, External id, device, stream, or sycl queue where there is no stream).
+ * M events come back as (start, stop) offsets for the reader to decode.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FALLBACK 1
+#define MAX_DEPTH 64
+#define MAX_US 9.2e15                   /* |µs| from here on overflows int64 ns */
+#define MAX_WHOLE_US 9007199254740992LL /* 2**53: beyond it µs are not exact in a double */
+
+typedef struct {
+    const unsigned char *p, *end;
+} Cur;
+
+typedef struct {
+    const unsigned char *s; /* raw JSON text of a value (quotes included); NULL: absent */
+    Py_ssize_t n;
+} Span;
+
+typedef struct {
+    int64_t *v;
+    Py_ssize_t len, cap;
+} Col;
+
+enum { C_KEY, C_TS, C_DUR, C_CORR, C_EXT, C_DEV, C_STREAM, N_COLS };
+
+static int push(Col *c, int64_t x)
+{
+    if (c->len == c->cap) {
+        Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
+        int64_t *v = PyMem_Realloc(c->v, (size_t)cap * sizeof(int64_t));
+        if (!v)
+            return -1;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->len++] = x;
+    return 0;
+}
+
+static inline void ws(Cur *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+        c->p++;
+}
+
+static inline int is_digit(unsigned char ch) { return ch >= '0' && ch <= '9'; }
+
+static int hex4(const unsigned char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char ch = p[i];
+        v <<= 4;
+        if (is_digit(ch))
+            v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f')
+            v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F')
+            v |= ch - 'A' + 10;
+        else
+            return FALLBACK;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (first byte >= 0x80), or 0 when it is not one. */
+static int utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    unsigned char b = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        n = 3;
+        if (b == 0xE0)
+            lo = 0xA0;
+        if (b == 0xED)
+            hi = 0x9F; /* no surrogates */
+    }
+    else if (b >= 0xF0 && b <= 0xF4) {
+        n = 4;
+        if (b == 0xF0)
+            lo = 0x90;
+        if (b == 0xF4)
+            hi = 0x8F;
+    }
+    else
+        return 0;
+    if (end - p < n)
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* Bytes that stand for themselves inside a JSON string (not '"', '\\', control or non-ASCII). */
+static unsigned char PLAIN[256];
+
+static void init_plain(void)
+{
+    for (int b = 0x20; b < 0x80; b++)
+        PLAIN[b] = b != '"' && b != '\\';
+}
+
+/* A JSON string at c->p: its raw text (quotes included) in *out, *escaped when it has a
+ * backslash. FALLBACK for an unterminated string, a raw control character, a bad escape or
+ * a lone surrogate, or bytes that are not UTF-8. */
+static int string(Cur *c, Span *out, int *escaped)
+{
+    const unsigned char *s = c->p, *p, *end = c->end;
+    int esc = 0;
+    if (s >= end || *s != '"')
+        return FALLBACK;
+    p = s + 1;
+    for (;;) {
+        while (p < end && PLAIN[*p])
+            p++;
+        if (p >= end || *p < 0x20)
+            return FALLBACK;
+        if (*p == '"')
+            break;
+        if (*p >= 0x80) {
+            int n = utf8_len(p, end);
+            if (!n)
+                return FALLBACK;
+            p += n;
+            continue;
+        }
+        esc = 1; /* a backslash */
+        if (++p >= end)
+            return FALLBACK;
+        switch (*p) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p++;
+            break;
+        case 'u': {
+            unsigned v, low;
+            if (end - p < 5 || hex4(p + 1, &v) || (v >= 0xDC00 && v <= 0xDFFF))
+                return FALLBACK; /* not hex, or a low surrogate first */
+            p += 5;
+            if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: its low one must follow */
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &low) ||
+                    low < 0xDC00 || low > 0xDFFF)
+                    return FALLBACK;
+                p += 6;
+            }
+            break;
+        }
+        default:
+            return FALLBACK;
+        }
+    }
+    out->s = s;
+    out->n = p + 1 - s;
+    c->p = p + 1;
+    if (escaped)
+        *escaped = esc;
+    return 0;
+}
+
+typedef struct {
+    int neg, int_digits, frac_digits, has_exp;
+    const unsigned char *int_s, *frac_s;
+} Num;
+
+/* A JSON number at c->p, by the JSON grammar (no leading zeros, digits after a point). */
+static int number(Cur *c, Span *out, Num *num)
+{
+    const unsigned char *p = c->p, *end = c->end, *s = p;
+    memset(num, 0, sizeof(*num));
+    if (p < end && *p == '-') {
+        num->neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p))
+        return FALLBACK;
+    num->int_s = p;
+    if (*p == '0')
+        p++;
+    else
+        while (p < end && is_digit(*p))
+            p++;
+    num->int_digits = (int)(p - num->int_s);
+    if (p < end && *p == '.') {
+        num->frac_s = ++p;
+        while (p < end && is_digit(*p))
+            p++;
+        num->frac_digits = (int)(p - num->frac_s);
+        if (!num->frac_digits)
+            return FALLBACK;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        const unsigned char *d;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        d = p;
+        while (p < end && is_digit(*p))
+            p++;
+        if (p == d)
+            return FALLBACK;
+        num->has_exp = 1;
+    }
+    if (p < end && (is_digit(*p) || *p == '.')) /* "01", "1.2.3" */
+        return FALLBACK;
+    out->s = s;
+    out->n = p - s;
+    c->p = p;
+    return 0;
+}
+
+static int literal(Cur *c, const char *word, Py_ssize_t n)
+{
+    if (c->end - c->p < n || memcmp(c->p, word, (size_t)n) != 0)
+        return FALLBACK;
+    c->p += n;
+    return 0;
+}
+
+static int value(Cur *c, int depth);
+
+static int container(Cur *c, int depth, unsigned char close)
+{
+    if (depth >= MAX_DEPTH)
+        return FALLBACK;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (close == '}') {
+            Span key;
+            if (string(c, &key, NULL))
+                return FALLBACK;
+            ws(c);
+            if (c->p >= c->end || *c->p != ':')
+                return FALLBACK;
+            c->p++;
+            ws(c);
+        }
+        if (value(c, depth + 1))
+            return FALLBACK;
+        ws(c);
+        if (c->p >= c->end)
+            return FALLBACK;
+        if (*c->p == ',') {
+            c->p++;
+            ws(c);
+            continue;
+        }
+        if (*c->p == close) {
+            c->p++;
+            return 0;
+        }
+        return FALLBACK;
+    }
+}
+
+/* Check and step over any JSON value. */
+static int value(Cur *c, int depth)
+{
+    Span sp;
+    Num num;
+    if (c->p >= c->end)
+        return FALLBACK;
+    switch (*c->p) {
+    case '"':
+        return string(c, &sp, NULL);
+    case '{':
+        return container(c, depth, '}');
+    case '[':
+        return container(c, depth, ']');
+    case 't':
+        return literal(c, "true", 4);
+    case 'f':
+        return literal(c, "false", 5);
+    case 'n':
+        return literal(c, "null", 4);
+    default:
+        return number(c, &sp, &num);
+    }
+}
+
+/* A plain integer of at most 18 digits (fits int64 whatever its digits). */
+static int integer(Cur *c, int64_t *out)
+{
+    Span sp;
+    Num num;
+    int64_t v = 0;
+    if (number(c, &sp, &num) || num.frac_s || num.has_exp || num.int_digits > 18)
+        return FALLBACK;
+    for (int i = 0; i < num.int_digits; i++)
+        v = v * 10 + (num.int_s[i] - '0');
+    *out = num.neg ? -v : v;
+    return 0;
+}
+
+/* "ts" in ns from its digits: at most 3 decimals, no exponent, below 2**53 µs. Sets
+ * *exact_needed when float64 µs could not hold its ns (the reader's _NEEDS_EXACT). */
+static int time_ns(Cur *c, int64_t *out, int *exact_needed)
+{
+    Span sp;
+    Num num;
+    int64_t whole = 0, frac = 0;
+    int nonzero = 0;
+    if (number(c, &sp, &num) || num.has_exp || num.frac_digits > 3 || num.int_digits > 16)
+        return FALLBACK;
+    for (int i = 0; i < num.int_digits; i++)
+        whole = whole * 10 + (num.int_s[i] - '0');
+    if (whole >= MAX_WHOLE_US)
+        return FALLBACK;
+    for (int i = 0; i < 3; i++) {
+        int d = i < num.frac_digits ? num.frac_s[i] - '0' : 0;
+        nonzero |= d;
+        frac = frac * 10 + d;
+    }
+    if (nonzero && (num.int_digits >= 14 || (num.int_digits == 13 && num.int_s[0] >= '8')))
+        *exact_needed = 1;
+    *out = num.neg ? -(whole * 1000 + frac) : whole * 1000 + frac;
+    return 0;
+}
+
+/* "dur" in ns: rint(dur * 1000) of the correctly rounded double, as NumPy does. */
+static int duration_ns(Cur *c, int64_t *out)
+{
+    Span sp;
+    Num num;
+    char text[64];
+    double d;
+    if (number(c, &sp, &num) || sp.n >= (Py_ssize_t)sizeof(text))
+        return FALLBACK;
+    memcpy(text, sp.s, (size_t)sp.n);
+    text[sp.n] = '\0';
+    d = PyOS_string_to_double(text, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return FALLBACK;
+    }
+    if (!(fabs(d) < MAX_US))
+        return FALLBACK;
+    *out = (int64_t)nearbyint(d * 1000.0);
+    return 0;
+}
+
+#define IS(s, n, word) ((n) == (Py_ssize_t)sizeof(word) - 1 && !memcmp((s), (word), (n)))
+
+enum { A_CORR, A_EXT, A_DEV, A_STREAM, A_QUEUE, A_NAME };
+
+/* Which of the args the table reads a key names (its text without quotes); -1: none. */
+static int arg_of(const unsigned char *s, Py_ssize_t n)
+{
+    if (IS(s, n, "correlation"))
+        return A_CORR;
+    if (IS(s, n, "External id"))
+        return A_EXT;
+    if (IS(s, n, "device"))
+        return A_DEV;
+    if (IS(s, n, "stream"))
+        return A_STREAM;
+    if (IS(s, n, "sycl queue"))
+        return A_QUEUE;
+    if (IS(s, n, "name"))
+        return A_NAME;
+    return -1;
+}
+
+static int args_object(Cur *c, int64_t ids[5])
+{
+    unsigned seen = 0;
+    for (int i = 0; i < 5; i++)
+        ids[i] = -1;
+    if (c->p >= c->end || *c->p != '{')
+        return FALLBACK;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        Span key;
+        int escaped, which = -1;
+        if (string(c, &key, &escaped) || escaped)
+            return FALLBACK;
+        ws(c);
+        if (c->p >= c->end || *c->p != ':')
+            return FALLBACK;
+        c->p++;
+        ws(c);
+        which = arg_of(key.s + 1, key.n - 2);
+        if (which >= 0) {
+            if (seen & (1u << which))
+                return FALLBACK; /* a repeated field */
+            seen |= 1u << which;
+        }
+        if (which >= 0 && which < A_NAME) {
+            if (integer(c, &ids[which]))
+                return FALLBACK;
+        }
+        else if (value(c, 1))
+            return FALLBACK;
+        ws(c);
+        if (c->p >= c->end)
+            return FALLBACK;
+        if (*c->p == ',') {
+            c->p++;
+            ws(c);
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            return 0;
+        }
+        return FALLBACK;
+    }
+}
+
+typedef struct {
+    Span ph, cat, name, pid, tid; /* s == NULL: absent */
+    int64_t ts, dur, ids[5];
+} Event;
+
+enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
+
+/* Which field of the table a key of an event names (its text without quotes); -1: none. */
+static int field_of(const unsigned char *s, Py_ssize_t n)
+{
+    switch (n) {
+    case 2:
+        return IS(s, n, "ph") ? F_PH : IS(s, n, "ts") ? F_TS : -1;
+    case 3:
+        return IS(s, n, "cat")   ? F_CAT
+               : IS(s, n, "pid") ? F_PID
+               : IS(s, n, "tid") ? F_TID
+               : IS(s, n, "dur") ? F_DUR
+                                 : -1;
+    case 4:
+        return IS(s, n, "name") ? F_NAME : IS(s, n, "args") ? F_ARGS : -1;
+    default:
+        return -1;
+    }
+}
+
+/* A string or null (cat, name). */
+static int text_or_null(Cur *c, Span *out)
+{
+    if (c->p < c->end && *c->p == 'n') {
+        out->s = c->p;
+        if (literal(c, "null", 4))
+            return FALLBACK;
+        out->n = 4;
+        return 0;
+    }
+    return string(c, out, NULL);
+}
+
+/* A string, a number or null (pid, tid). */
+static int scalar(Cur *c, Span *out)
+{
+    Num num;
+    if (c->p < c->end && (*c->p == '"' || *c->p == 'n'))
+        return text_or_null(c, out);
+    if (number(c, out, &num) || num.int_digits > 18 || num.has_exp)
+        return FALLBACK;
+    return 0;
+}
+
+static int event(Cur *c, Event *ev, int *exact_needed)
+{
+    unsigned seen = 0;
+    memset(ev, 0, sizeof(*ev));
+    for (int i = 0; i < 5; i++)
+        ev->ids[i] = -1;
+    if (c->p >= c->end || *c->p != '{')
+        return FALLBACK;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}')
+        return FALLBACK; /* {}: the reader counts empty events */
+    for (;;) {
+        Span key;
+        int escaped, which = -1, bad;
+        if (string(c, &key, &escaped) || escaped)
+            return FALLBACK;
+        ws(c);
+        if (c->p >= c->end || *c->p != ':')
+            return FALLBACK;
+        c->p++;
+        ws(c);
+        which = field_of(key.s + 1, key.n - 2);
+        if (which >= 0) {
+            if (seen & (1u << which))
+                return FALLBACK;
+            seen |= 1u << which;
+        }
+        switch (which) {
+        case F_PH:
+            bad = string(c, &ev->ph, &escaped) || escaped;
+            break;
+        case F_CAT:
+            bad = text_or_null(c, &ev->cat);
+            break;
+        case F_NAME:
+            bad = text_or_null(c, &ev->name);
+            break;
+        case F_PID:
+            bad = scalar(c, &ev->pid);
+            break;
+        case F_TID:
+            bad = scalar(c, &ev->tid);
+            break;
+        case F_TS:
+            bad = time_ns(c, &ev->ts, exact_needed);
+            break;
+        case F_DUR:
+            bad = duration_ns(c, &ev->dur);
+            break;
+        case F_ARGS:
+            bad = args_object(c, ev->ids);
+            break;
+        default:
+            bad = value(c, 1);
+        }
+        if (bad)
+            return FALLBACK;
+        ws(c);
+        if (c->p >= c->end)
+            return FALLBACK;
+        if (*c->p == ',') {
+            c->p++;
+            ws(c);
+            continue;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            break;
+        }
+        return FALLBACK;
+    }
+    /* a phase written as plain text; "" (or none) is left to the reader */
+    return ev->ph.s && ev->ph.n > 2 ? 0 : FALLBACK;
+}
+
+/* The code of the event's (ph, cat, name, pid, tid); -1: fall back; -2: an error is set. */
+static long key_code(const Event *ev, PyObject *raw_keys, PyObject *new_key, char **scratch,
+                     Py_ssize_t *scratch_size)
+{
+    const Span *parts[5] = {&ev->ph, &ev->cat, &ev->name, &ev->pid, &ev->tid};
+    Py_ssize_t n = 4;
+    char *w;
+    PyObject *raw, *found;
+    long code;
+    for (int i = 0; i < 5; i++)
+        n += parts[i]->s ? parts[i]->n : 0;
+    if (n > *scratch_size) {
+        char *grown = PyMem_Realloc(*scratch, (size_t)n * 2);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        *scratch = grown;
+        *scratch_size = n * 2;
+    }
+    w = *scratch;
+    for (int i = 0; i < 5; i++) {
+        const Span *s = parts[i];
+        Py_ssize_t len = s->s ? s->n : 0;
+        const unsigned char *from = s->s;
+        if (i == 0) { /* ph: its text without the quotes */
+            from++;
+            len -= 2;
+        }
+        if (i)
+            *w++ = '\0';
+        if (len > 0)
+            memcpy(w, from, (size_t)len);
+        w += len;
+    }
+    raw = PyBytes_FromStringAndSize(*scratch, w - *scratch);
+    if (!raw)
+        return -2;
+    found = PyDict_GetItemWithError(raw_keys, raw);
+    if (found) {
+        Py_DECREF(raw);
+        return PyLong_AsLong(found);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(raw);
+        return -2;
+    }
+    found = PyObject_CallOneArg(new_key, raw);
+    Py_DECREF(raw);
+    if (!found)
+        return -2;
+    code = found == Py_None ? -1 : PyLong_AsLong(found);
+    Py_DECREF(found);
+    if (code == -1 && PyErr_Occurred())
+        return -2;
+    return code;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, stop, items = 0;
+    PyObject *raw_keys, *new_key, *result = NULL, *meta = NULL;
+    Col cols[N_COLS];
+    char *scratch = NULL;
+    Py_ssize_t scratch_size = 0;
+    int exact_needed = 0, ok = 0;
+    Cur c;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!O", &view, &start, &stop, &PyDict_Type, &raw_keys,
+                          &new_key))
+        return NULL;
+    memset(cols, 0, sizeof(cols));
+    if (start < 0 || stop > view.len || start >= stop)
+        goto fallback;
+    meta = PyList_New(0);
+    if (!meta)
+        goto error;
+    c.p = (const unsigned char *)view.buf + start;
+    c.end = (const unsigned char *)view.buf + stop;
+    for (;;) {
+        Event ev;
+        const unsigned char *at = c.p;
+        char ph;
+        if (event(&c, &ev, &exact_needed))
+            goto fallback;
+        items++;
+        ph = ev.ph.n == 3 ? (char)ev.ph.s[1] : '\0';
+        if (ph == 'M') {
+            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(at - (const unsigned char *)view.buf),
+                                           (Py_ssize_t)(c.p - (const unsigned char *)view.buf));
+            if (!span || PyList_Append(meta, span) < 0) {
+                Py_XDECREF(span);
+                goto error;
+            }
+            Py_DECREF(span);
+        }
+        else if (ph == 'X' || ph == 'i' || ph == 'I') {
+            long code = key_code(&ev, raw_keys, new_key, &scratch, &scratch_size);
+            int64_t row[N_COLS];
+            if (code == -2)
+                goto error;
+            if (code < 0)
+                goto fallback;
+            row[C_KEY] = code;
+            row[C_TS] = ev.ts;
+            row[C_DUR] = ev.dur;
+            row[C_CORR] = ev.ids[A_CORR];
+            row[C_EXT] = ev.ids[A_EXT];
+            row[C_DEV] = ev.ids[A_DEV];
+            row[C_STREAM] = ev.ids[A_STREAM] >= 0 ? ev.ids[A_STREAM] : ev.ids[A_QUEUE];
+            for (int i = 0; i < N_COLS; i++)
+                if (push(&cols[i], row[i]) < 0) {
+                    PyErr_NoMemory();
+                    goto error;
+                }
+        }
+        ws(&c);
+        if (c.p >= c.end)
+            break;
+        if (*c.p != ',')
+            goto fallback;
+        c.p++;
+        ws(&c);
+    }
+    ok = 1;
+fallback:
+    if (ok) {
+        PyObject *arrays = PyTuple_New(N_COLS);
+        if (!arrays)
+            goto error;
+        for (int i = 0; i < N_COLS; i++) {
+            PyObject *b = PyBytes_FromStringAndSize((const char *)cols[i].v,
+                                                    cols[i].len * (Py_ssize_t)sizeof(int64_t));
+            if (!b) {
+                Py_DECREF(arrays);
+                goto error;
+            }
+            PyTuple_SET_ITEM(arrays, i, b);
+        }
+        result = Py_BuildValue("(nNOO)", items, arrays, meta, exact_needed ? Py_True : Py_False);
+    }
+    else {
+        result = Py_NewRef(Py_None);
+    }
+error:
+    for (int i = 0; i < N_COLS; i++)
+        PyMem_Free(cols[i].v);
+    PyMem_Free(scratch);
+    Py_XDECREF(meta);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, start, stop, raw_keys, new_key) -> (items, columns, meta spans, exact needed)"
+     " or None: the trace-table columns of the events in buf[start:stop]."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
+                                    "Chrome-trace events to columns, for the plain case.", -1,
+                                    METHODS, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    init_plain();
+    return PyModule_Create(&MODULE);
+}
