@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -36,7 +37,7 @@ import numpy, pandas, msgspec
 from collections import Counter
 what, path = sys.argv[1], sys.argv[2]
 wall, cpu = Counter(), Counter()
-if what == "kit":
+if what.startswith("kit"):
     from hpcprof_kit.traces import loader, stream
 
     def timed(owner, name, label):
@@ -50,6 +51,7 @@ if what == "kit":
                 cpu[label] += time.process_time() - c
         setattr(owner, name, run)
 
+    timed(stream._Reader, "_scan", "scan")
     timed(stream._Reader, "_decode", "decode")
     timed(stream.Columns, "add", "gather")
     timed(stream._Reader, "_keep", "keep")
@@ -57,7 +59,7 @@ if what == "kit":
     timed(stream, "read_chrome", "read_chrome")
     timed(loader, "_parse", "parse")
 t, c = time.perf_counter(), time.process_time()
-if what == "kit":
+if what.startswith("kit"):
     rows = len(loader.load_file(path, cache=False))
 else:
     with open(path) as fh:
@@ -66,9 +68,18 @@ wall["total"], cpu["total"] = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"wall": wall, "cpu": cpu, "rows": rows}))
 """
 
+READERS = {
+    "json": "json.load (stdlib)",
+    "kit-msgspec": "kit, msgspec only",
+    "kit": "kit (compiled scanner)",
+}
+
 # pass -> how it is derived from the wrapped functions' (nested) times
 PASSES = {
-    "read + cut into slices": lambda s: s["read_chrome"] - s["decode"] - s["keep"] - s["join"],
+    "read + cut into slices": lambda s: (
+        s["read_chrome"] - s["scan"] - s["decode"] - s["keep"] - s["join"]
+    ),
+    "scan slices (compiled)": lambda s: s["scan"],
     "decode slices (msgspec)": lambda s: s["decode"],
     "pick kept phases": lambda s: s["keep"] - s["gather"],
     "gather columns (NumPy)": lambda s: s["gather"],
@@ -79,7 +90,10 @@ PASSES = {
 
 
 def run_child(what: str, path: Path, kit: Path = REPO) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(kit))
+    # "kit-msgspec": the same loader with its compiled scanner off (every slice via msgspec)
+    env = dict(
+        os.environ, PYTHONPATH=str(kit), HPCPROF_SCANNER="off" if what == "kit-msgspec" else "on"
+    )
     done = subprocess.run(
         [sys.executable, "-c", CHILD, what, str(path)], capture_output=True, text=True, env=env
     )
@@ -115,29 +129,32 @@ def main(argv: list[str] | None = None) -> None:
     loads = [os.getloadavg()[0]]
     rounds = []
     for _ in range(args.repeat):
-        rounds.append({"json": run_child("json", trace), "kit": run_child("kit", trace, args.kit)})
+        rounds.append({what: run_child(what, trace, args.kit) for what in READERS})
         loads.append(os.getloadavg()[0])
     rows = rounds[0]["kit"]["rows"]
     print(f"trace: {mb:.1f} MB, {rows:,} table rows; {args.repeat} rounds, each reader in a")
     print(f"fresh process; median (min-max); {os.cpu_count()} CPUs\n")
 
     print(f"{'reader':24s} {'wall s':>20s} {'MB/s':>6s} {'CPU s':>20s} {'MB/CPU-s':>8s}")
-    for name, label in (("json", "json.load (stdlib)"), ("kit", "hpcprof_kit load_file")):
+    for name, label in READERS.items():
         w = [r[name]["wall"]["total"] for r in rounds]
         c = [r[name]["cpu"]["total"] for r in rounds]
         rate, crate = mb / statistics.median(w), mb / statistics.median(c)
         print(f"{label:24s} {spread(w):>20s} {rate:6.0f} {spread(c):>20s} {crate:8.0f}")
-    ratio_w = [r["json"]["wall"]["total"] / r["kit"]["wall"]["total"] for r in rounds]
-    ratio_c = [r["json"]["cpu"]["total"] / r["kit"]["cpu"]["total"] for r in rounds]
-    print(f"{'kit / json.load speed':24s} {spread(ratio_w):>19s}x {'':6s} {spread(ratio_c):>19s}x")
+    for kit in ("kit-msgspec", "kit"):
+        ratio_w = [r["json"]["wall"]["total"] / r[kit]["wall"]["total"] for r in rounds]
+        ratio_c = [r["json"]["cpu"]["total"] / r[kit]["cpu"]["total"] for r in rounds]
+        label = f"{kit} / json.load"
+        print(f"{label:24s} {spread(ratio_w):>19s}x {'':6s} {spread(ratio_c):>19s}x")
 
-    print(
-        f"\nwhere the kit's time goes (seconds per pass):\n{'pass':28s} {'wall':>20s} {'CPU':>20s}"
-    )
-    for name, derive in PASSES.items():
-        w = [derive(r["kit"]["wall"]) for r in rounds]
-        c = [derive(r["kit"]["cpu"]) for r in rounds]
-        print(f"{name:28s} {spread(w):>20s} {spread(c):>20s}")
+    for kit in ("kit-msgspec", "kit"):
+        print(f"\nwhere {READERS[kit]}'s time goes (seconds per pass):")
+        print(f"{'pass':28s} {'wall':>20s} {'CPU':>20s}")
+        for name, derive in PASSES.items():
+            w = [derive(Counter(r[kit]["wall"])) for r in rounds]  # a pass never run: 0
+            c = [derive(Counter(r[kit]["cpu"])) for r in rounds]
+            if max(w) > 0.005:
+                print(f"{name:28s} {spread(w):>20s} {spread(c):>20s}")
     print(f"\nmachine load (os.getloadavg, 1 min): {', '.join(f'{x:.2f}' for x in loads)}")
     if work is not None:
         shutil.rmtree(work, ignore_errors=True)
