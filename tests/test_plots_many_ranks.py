@@ -131,6 +131,16 @@ def test_heatmap_keeps_a_row_per_rank_up_to_max_ranks():
     assert wide.fig.axes[0].get_images()[0].get_array().shape == (40, 2)
 
 
+def test_a_heatmap_of_500_steps_stays_a_page_wide_with_a_dozen_step_labels():
+    # found at 256 ranks x 542 steps: the figure grew 0.6 inch per step (327 inches, 190 MB)
+    plot = P.plot_rank_heatmap(rank_steps(trace_of(step_times(ranks=2, steps=500))))
+    width, _ = plot.fig.get_size_inches()
+    assert width <= 16.0
+    labels = [t.get_text() for t in plot.fig.axes[0].get_xticklabels()]
+    assert 10 <= len(labels) <= 13 and labels[:2] == ["0", "42"]
+    assert plot.fig.axes[0].get_images()[0].get_array().shape == (2, 500)  # every cell kept
+
+
 def test_breakdown_of_1024_ranks_has_one_row_per_part_and_step():
     b = breakdown_of()
     plot = P.plot_breakdown(b)

@@ -61,8 +61,16 @@ class Plot(NamedTuple):
         return f'<img src="data:image/png;base64,{img}"/>' + self.table.to_html(max_rows=20)
 
 
+MAX_WIDTH_IN, MAX_HEIGHT_IN = 16.0, 24.0  # a figure sized by its data stops growing here
+
+
 def new_figure(width: float, height: float):
-    """A plain matplotlib Figure (no pyplot state: it renders headless and is freed with it)."""
+    """A plain matplotlib Figure (no pyplot state: it renders headless and is freed with it).
+
+    Sizes that grow with the data (steps, ranks, groups) are capped at ``MAX_WIDTH_IN`` x
+    ``MAX_HEIGHT_IN`` inches: 500 steps make a dense heatmap, not an image 300 inches wide.
+    """
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    size = (min(width, MAX_WIDTH_IN), min(height, MAX_HEIGHT_IN))
+    return Figure(figsize=size, layout="constrained")

@@ -22,6 +22,7 @@ from hpcprof_kit.traces.spread import (
     plot_breakdown_bands,
     plot_breakdown_spread,
     plot_step_bands,
+    step_ticks,
 )
 from hpcprof_kit.traces.timeline import plot_timeline
 
@@ -102,9 +103,9 @@ def plot_rank_heatmap(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot
     grid = table[ranks].to_numpy(dtype=float).T  # rows = ranks
     fig = new_figure(max(4.0, 0.6 * grid.shape[1] + 2.5), max(2.2, 0.4 * grid.shape[0] + 1.2))
     ax = fig.add_subplot()
-    image = ax.imshow(grid, aspect="auto", cmap="viridis")
+    image = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
     fig.colorbar(image, ax=ax, label="step time (ms)")
-    ax.set_xticks(range(grid.shape[1]), [str(s) for s in table.index], fontsize=8)
+    step_ticks(ax, np.asarray(table.index))  # about a dozen labels, however many steps
     ax.set_yticks(range(grid.shape[0]), [f"rank {r}" for r in ranks], fontsize=8)
     ax.set_xlabel("step")
     if grid.size <= 200:  # numbers on the cells while they stay readable

@@ -100,7 +100,7 @@ def draw_boxes(ax, at, q: dict, color: str, horizontal: bool = False, width: flo
         ax.hlines(mid, at - width / 2, at + width / 2, color="k", lw=1.5)
 
 
-def _step_ticks(ax, steps: np.ndarray) -> None:
+def step_ticks(ax, steps: np.ndarray) -> None:
     every = max(1, int(np.ceil(steps.size / 12)))  # about a dozen labels, however many steps
     at = np.arange(0, steps.size, every)
     ax.set_xticks(at, [str(s) for s in steps[at]], fontsize=8)
@@ -145,7 +145,7 @@ def plot_step_bands(data: pd.DataFrame, worst: int = WORST) -> Plot:
     column = {int(r): i for i, r in enumerate(ranks)}
     for r, m in zip(table.attrs["slowest_ranks"], table.attrs["slowest_mean_ms"], strict=True):
         ax.plot(x, grid[:, column[r]], marker=".", lw=0.8, label=f"rank {r} ({m:.2f} ms/step)")
-    _step_ticks(ax, np.asarray(table.index))
+    step_ticks(ax, np.asarray(table.index))
     ax.set_xlabel("step")
     ax.set_ylabel("step time (ms)")
     ax.set_title(f"step time across {len(ranks):,} ranks: {BOX_NOTE}", fontsize=9)
@@ -208,7 +208,7 @@ def plot_breakdown_bands(data: pd.DataFrame, worst: int = WORST) -> Plot:
         draw_boxes(ax, np.arange(steps.size), q, COLORS.get(part, WALL_COLOR))
         ax.set_title(PART_LABELS.get(part, "wall (the whole step)"), fontsize=8)
         ax.tick_params(labelsize=7)
-        _step_ticks(ax, steps)
+        step_ticks(ax, steps)
     axes[0].set_ylabel("ms")
     axes[4].set_ylabel("ms")
     axes[-1].axis("off")
