@@ -282,6 +282,19 @@ def _is_import(stmt) -> bool:
     )
 
 
+def _imports_torch(stmt) -> bool:
+    """``import torch`` (alone, aliased or among others) as a top-level statement."""
+    import libcst as cst
+    from libcst.helpers import get_full_name_for_node
+
+    parts = stmt.body if _is_import(stmt) else []
+    return any(
+        isinstance(p, cst.Import)
+        and any(get_full_name_for_node(a.name) == "torch" for a in p.names)
+        for p in parts
+    )
+
+
 def _assigns(stmt, name: str) -> bool:
     import libcst as cst
 
@@ -351,7 +364,10 @@ def port_source(
             head = [cst.parse_statement("import torch\n"), cst.parse_statement(AGNOSTIC_PRELUDE)]
             ported = ported.with_changes(body=[*head, *ported.body])
     if ipex and to == "xpu":
-        ported, _ = _insert(ported, _is_import, IPEX_IMPORT)
+        # right after `import torch` (the guide's order), else after the last import
+        ported, found = _insert(ported, _imports_torch, IPEX_IMPORT)
+        if not found:
+            ported, _ = _insert(ported, _is_import, IPEX_IMPORT)
         ported, found = _insert(ported, lambda st: _assigns(st, "optimizer"), IPEX_OPTIMIZE)
         if not found:
             result.not_ported.append(

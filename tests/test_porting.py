@@ -42,6 +42,8 @@ def test_xpu_target_uses_stock_names_and_optional_ipex_lines():
         'dist.init_process_group(backend="xccl", init_method="env://", rank=RANK, world_size=SIZE)'
         in lines
     )
+    # the IPEX import right after `import torch` (the guide's order)
+    assert lines[lines.index("import torch") + 1].startswith("import intel_extension_for_pytorch")
     # ipex.optimize comes right after the optimizer and before the DDP wrap.
     opt = lines.index("optimizer = torch.optim.Adam(model.parameters(), lr=0.001 * SIZE)")
     assert lines[opt + 1] == "model, optimizer = ipex.optimize(model, optimizer=optimizer)"
@@ -148,3 +150,13 @@ def test_criterion_goes_to_the_device_as_the_guide_moves_it():
         assert port_source("import torch\n" + moved).code.count("criterion") == moved.count(
             "criterion"
         )
+
+
+def test_ipex_import_goes_after_the_last_import_when_torch_is_not_imported_whole():
+    src = "import os\nfrom torch import nn\n\noptimizer = make()\n"
+    lines = port_source(src, ipex=True).code.splitlines()
+    assert lines[:3] == [
+        "import os",
+        "from torch import nn",
+        "import intel_extension_for_pytorch as ipex  # optional: older XPU stacks",
+    ]
