@@ -244,43 +244,68 @@ static int literal(Cur *c, const char *word, Py_ssize_t n)
 
 static int value(Cur *c, int depth);
 
-static int container(Cur *c, int depth, unsigned char close)
+#define CLOSED 2 /* an object or array ended (see open_container, after_member) */
+
+/* Step into the object or array at c->p: 0 with a first member to read, CLOSED when it is
+ * empty, FALLBACK when c->p is not at its opening bracket. */
+static int open_container(Cur *c, unsigned char open, unsigned char close)
 {
-    if (depth >= MAX_DEPTH)
+    if (c->p >= c->end || *c->p != open)
         return FALLBACK;
     c->p++;
     ws(c);
     if (c->p < c->end && *c->p == close) {
         c->p++;
+        return CLOSED;
+    }
+    return 0;
+}
+
+/* A member's key and its colon; *escaped when the key has a backslash. */
+static int member_key(Cur *c, Span *key, int *escaped)
+{
+    if (string(c, key, escaped))
+        return FALLBACK;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return FALLBACK;
+    c->p++;
+    ws(c);
+    return 0;
+}
+
+/* After a member's value: 0 at the next member (past the comma), CLOSED past the closing
+ * bracket, FALLBACK for anything else. */
+static int after_member(Cur *c, unsigned char close)
+{
+    ws(c);
+    if (c->p >= c->end)
+        return FALLBACK;
+    if (*c->p == ',') {
+        c->p++;
+        ws(c);
         return 0;
     }
-    for (;;) {
-        if (close == '}') {
-            Span key;
-            if (string(c, &key, NULL))
-                return FALLBACK;
-            ws(c);
-            if (c->p >= c->end || *c->p != ':')
-                return FALLBACK;
-            c->p++;
-            ws(c);
-        }
+    if (*c->p == close) {
+        c->p++;
+        return CLOSED;
+    }
+    return FALLBACK;
+}
+
+static int container(Cur *c, int depth, unsigned char open, unsigned char close)
+{
+    int at;
+    if (depth >= MAX_DEPTH)
+        return FALLBACK;
+    for (at = open_container(c, open, close); at == 0; at = after_member(c, close)) {
+        Span key;
+        if (close == '}' && member_key(c, &key, NULL))
+            return FALLBACK;
         if (value(c, depth + 1))
             return FALLBACK;
-        ws(c);
-        if (c->p >= c->end)
-            return FALLBACK;
-        if (*c->p == ',') {
-            c->p++;
-            ws(c);
-            continue;
-        }
-        if (*c->p == close) {
-            c->p++;
-            return 0;
-        }
-        return FALLBACK;
     }
+    return at == CLOSED ? 0 : FALLBACK;
 }
 
 /* Check and step over any JSON value. */
@@ -294,9 +319,9 @@ static int value(Cur *c, int depth)
     case '"':
         return string(c, &sp, NULL);
     case '{':
-        return container(c, depth, '}');
+        return container(c, depth, '{', '}');
     case '[':
-        return container(c, depth, ']');
+        return container(c, depth, '[', ']');
     case 't':
         return literal(c, "true", 4);
     case 'f':
@@ -394,52 +419,24 @@ static int arg_of(const unsigned char *s, Py_ssize_t n)
 static int args_object(Cur *c, int64_t ids[5])
 {
     unsigned seen = 0;
+    int at;
     for (int i = 0; i < 5; i++)
         ids[i] = -1;
-    if (c->p >= c->end || *c->p != '{')
-        return FALLBACK;
-    c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
-    for (;;) {
+    for (at = open_container(c, '{', '}'); at == 0; at = after_member(c, '}')) {
         Span key;
-        int escaped, which = -1;
-        if (string(c, &key, &escaped) || escaped)
+        int escaped, which;
+        if (member_key(c, &key, &escaped) || escaped)
             return FALLBACK;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':')
-            return FALLBACK;
-        c->p++;
-        ws(c);
         which = arg_of(key.s + 1, key.n - 2);
         if (which >= 0) {
             if (seen & (1u << which))
                 return FALLBACK; /* a repeated field */
             seen |= 1u << which;
         }
-        if (which >= 0 && which < A_NAME) {
-            if (integer(c, &ids[which]))
-                return FALLBACK;
-        }
-        else if (value(c, 1))
+        if (which >= 0 && which < A_NAME ? integer(c, &ids[which]) : value(c, 1))
             return FALLBACK;
-        ws(c);
-        if (c->p >= c->end)
-            return FALLBACK;
-        if (*c->p == ',') {
-            c->p++;
-            ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return FALLBACK;
     }
+    return at == CLOSED ? 0 : FALLBACK;
 }
 
 typedef struct {
@@ -495,25 +492,18 @@ static int scalar(Cur *c, Span *out)
 static int event(Cur *c, Event *ev, int *exact_needed)
 {
     unsigned seen = 0;
+    int at;
     memset(ev, 0, sizeof(*ev));
     for (int i = 0; i < 5; i++)
         ev->ids[i] = -1;
-    if (c->p >= c->end || *c->p != '{')
-        return FALLBACK;
-    c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == '}')
+    at = open_container(c, '{', '}');
+    if (at == CLOSED)
         return FALLBACK; /* {}: the reader counts empty events */
-    for (;;) {
+    for (; at == 0; at = after_member(c, '}')) {
         Span key;
-        int escaped, which = -1, bad;
-        if (string(c, &key, &escaped) || escaped)
+        int escaped, which, bad;
+        if (member_key(c, &key, &escaped) || escaped)
             return FALLBACK;
-        ws(c);
-        if (c->p >= c->end || *c->p != ':')
-            return FALLBACK;
-        c->p++;
-        ws(c);
         which = field_of(key.s + 1, key.n - 2);
         if (which >= 0) {
             if (seen & (1u << which))
@@ -550,20 +540,9 @@ static int event(Cur *c, Event *ev, int *exact_needed)
         }
         if (bad)
             return FALLBACK;
-        ws(c);
-        if (c->p >= c->end)
-            return FALLBACK;
-        if (*c->p == ',') {
-            c->p++;
-            ws(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        return FALLBACK;
     }
+    if (at != CLOSED)
+        return FALLBACK;
     /* a phase written as plain text; "" (or none) is left to the reader */
     return ev->ph.s && ev->ph.n > 2 ? 0 : FALLBACK;
 }
