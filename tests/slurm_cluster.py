@@ -65,8 +65,7 @@ class SlurmCluster:
             _wait_controller(self)
 
 
-# KillWait is Slurm's default (30 s): a job's TERM trap must have time to write job_end.json
-# on a busy machine before the SIGKILL (2 s lost that race once in CI).
+# KillWait is Slurm's default (30 s), as on the sites: the grace a job's TERM trap gets.
 CONF = """\
 ClusterName=hpcproftest
 SlurmctldHost=localhost

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import warnings
+from datetime import datetime, timezone
 
 import psutil
 import pytest
@@ -144,6 +145,26 @@ def test_job_killed_by_sigkill_fails_with_the_signal_named(tmp_path):
     assert job.exit_code == 137
     assert job.manifest["note"] == "exit code 137: killed by signal 9 (SIGKILL)"
     assert not (job.run_dir / "job_end.json").exists()  # a killed script records nothing
+
+
+def test_the_record_is_written_even_when_the_schedulers_sigterm_kills_every_child(
+    tmp_path, monkeypatch
+):
+    # Seen on Slurm at the walltime: the script's EXIT trap had written .job_end.part when the
+    # job-wide SIGTERM killed its `mv` ("Terminated"), and job_end.json never appeared. Here
+    # stand-in `date` and `mv` die of SIGTERM as soon as they start, as they did there.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("date", "mv"):
+        (bin_dir / tool).write_text('#!/bin/sh\nkill -TERM "$$"\n')
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    job = submit(tiny("true"))
+    assert job.wait(timeout=60, progress=False) == "COMPLETED"
+    record = json.loads((job.run_dir / "job_end.json").read_text())
+    assert record["exit_code"] == 0
+    ended = datetime.fromisoformat(record["ended_at"])
+    assert ended.utcoffset() is not None and abs(datetime.now(timezone.utc) - ended).seconds < 3600
 
 
 def test_job_whose_processes_vanished_without_a_record_is_lost(tmp_path):

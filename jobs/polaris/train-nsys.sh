@@ -20,10 +20,13 @@ mkdir -p traces tables timings
 # directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
 hpcprof_signal=""
 hpcprof_job_end() {
-    local rc=$? sig=""
+    local rc=$? sig="" now
     [[ -z "$hpcprof_signal" ]] || sig=", \"signal\": $hpcprof_signal"
-    printf '{"exit_code": %d%s, "ended_at": "%s"}\n' "$rc" "$sig" "$(date -Iseconds)" \
-        >.job_end.part && mv -f .job_end.part job_end.json
+    # bash builtins only: a scheduler's SIGTERM reaches every process of the job, and a `date`
+    # or `mv` started here could die of it before the record is written
+    printf -v now '%(%Y-%m-%dT%H:%M:%S%z)T' -1
+    printf '{"exit_code": %d%s, "ended_at": "%s"}\n' "$rc" "$sig" "${now:0:22}:${now:22}" \
+        >job_end.json
 }
 trap hpcprof_job_end EXIT
 trap 'hpcprof_signal=15; exit 143' TERM
