@@ -51,7 +51,7 @@ if what.startswith("kit"):
                 cpu[label] += time.process_time() - c
         setattr(owner, name, run)
 
-    timed(stream._Reader, "_scan", "scan")
+    timed(stream._Reader, "_scan_slice", "scan")
     timed(stream._Reader, "_decode", "decode")
     timed(stream.Columns, "add", "gather")
     timed(stream._Reader, "_keep", "keep")

@@ -30,11 +30,6 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceFormatError
-
-try:  # the compiled scanner (setup.py): the plain slices in C; without it, all through msgspec
-    from . import _scan
-except ImportError:  # pragma: no cover - an install without a C compiler
-    _scan = None
 from .events import (
     ANY,
     EXACT,
@@ -46,6 +41,11 @@ from .events import (
     decode_loose,
     loose_events,
 )
+
+try:  # the compiled scanner (setup.py): the plain slices in C; without it, all through msgspec
+    from . import _scan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _scan = None
 
 READ_BYTES = 4 * 1024 * 1024  # read (or inflate) this much at a time
 # Decode this much at a time: the events of one slice stay in the CPU cache while their
@@ -161,7 +161,7 @@ class _Reader:
         self.scanner = _scan if os.environ.get("HPCPROF_SCANNER", "on") != "off" else None
         self.scanned = self.decoded = 0  # slices read by the compiled scanner / by msgspec
 
-    def _scan(self, buf: bytearray, start: int, stop: int) -> bool:
+    def _scan_slice(self, buf: bytearray, start: int, stop: int) -> bool:
         """Read ``buf[start:stop]`` with the compiled scanner; False: it left the slice to
         msgspec (anything outside the plain case, see ``_scan.c``), nothing was added."""
         if self.scanner is None or self.dirty:
@@ -256,7 +256,7 @@ class _Reader:
             if not (after or last):
                 continue  # a brace inside an event
             attempts += 1
-            if not self._scan(buf, start, p + 1):
+            if not self._scan_slice(buf, start, p + 1):
                 events = self._decode_slice(buf, start, p + 1)
                 if events is None:
                     continue
