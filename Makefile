@@ -5,14 +5,18 @@ PY     := $(VENV)/bin/python
 KIT    := $(VENV)/bin/hpcprof-kit
 EXTRAS ?= local,lab,test
 
-.PHONY: env demo test lint lab bench render validate clean-env
+.PHONY: env lock demo test lint lab bench render validate clean-env
 
 env: $(VENV)/.ready
 
-$(VENV)/.ready: pyproject.toml env/local/check_prereqs.sh
+$(VENV)/.ready: pyproject.toml env/local/constraints.txt env/local/check_prereqs.sh
 	@bash env/local/check_prereqs.sh $(PYTHON)
 	@bash env/local/build_venv.sh $(PYTHON) $(VENV) $(EXTRAS)
 	@touch $@
+
+# Refresh env/local/constraints.txt to the newest versions, then prove them: make lock clean-env test
+lock:
+	bash env/local/lock.sh $(PYTHON)
 
 demo: env
 	$(KIT) demo

@@ -3,7 +3,9 @@ number of events (issue #15): real traces and synthetic multi-rank runs against 
 
 The golden files under ``tests/golden/analyses/`` were written once by the per-rank code;
 ``HPCPROF_WRITE_GOLDEN=1 pytest tests/test_analyses_golden.py`` writes them again (only do
-that for a change of results you mean).
+that for a change of results you mean), with ``versions.json``: the libraries that wrote them.
+Rows are ordered by value and then by name, so the files hold across library versions and
+whatever the order of the input rows (a test shuffles them).
 """
 
 from __future__ import annotations
@@ -147,14 +149,22 @@ def from_golden(spec: dict) -> pd.DataFrame:
     return df
 
 
+def _versions() -> dict[str, str]:
+    return {"python": sys.version.split()[0], "numpy": np.__version__, "pandas": pd.__version__}
+
+
 def _check(key: str, actual: pd.DataFrame) -> None:
     path = GOLDEN / f"{key}.json.gz"
     if WRITE:
         GOLDEN.mkdir(parents=True, exist_ok=True)
         # mtime=0: the same tables give the same bytes
         path.write_bytes(gzip.compress(json.dumps(to_golden(actual)).encode(), mtime=0))
+        (GOLDEN / "versions.json").write_text(json.dumps(_versions(), indent=1) + "\n")
     expected = from_golden(json.loads(gzip.decompress(path.read_bytes())))
-    pd.testing.assert_frame_equal(actual, expected, check_exact=True, obj=key)
+    wrote = json.loads((GOLDEN / "versions.json").read_text())
+    pd.testing.assert_frame_equal(
+        actual, expected, check_exact=True, obj=f"{key} (golden by {wrote}, this run {_versions()})"
+    )
 
 
 def test_golden_round_trip_is_exact():
@@ -179,3 +189,27 @@ def test_compare_runs_matches_golden(runs, a, b):
     diff.attrs = {}
     _check(f"compare__{a}__{b}", diff)
     _check(f"compare__{a}__{b}__steps", steps)
+
+
+def _shuffled(df: pd.DataFrame, seed: int) -> pd.DataFrame:
+    order = np.random.default_rng(seed).permutation(len(df))
+    out = df.iloc[order].reset_index(drop=True)
+    out.attrs = df.attrs
+    return out
+
+
+@pytest.mark.parametrize("name", ["cuda_2of128", "xpu", "nccl"])
+def test_the_tables_do_not_depend_on_the_order_of_the_input_rows(runs, name):
+    if name not in runs:
+        missing(f"{SHARED} is absent: the shared third-party traces are not here")
+    df = runs[name]
+    names = ("top_ops", "top_ops_20", "top_kernels", "user_ranges", "step_breakdown")
+    want = {k: v for k, v in outputs(name, df).items() if k in names}
+    for seed in (1, 2, 3):
+        got = outputs(name, _shuffled(df, seed))
+        for what, table in want.items():
+            pd.testing.assert_frame_equal(got[what], table, check_exact=True, obj=f"{what} {seed}")
+    if "cuda_1rank" in runs:
+        base = A.compare_runs(df, runs["cuda_1rank"])
+        again = A.compare_runs(_shuffled(df, 4), _shuffled(runs["cuda_1rank"], 5))
+        pd.testing.assert_frame_equal(again, base, check_exact=True)

@@ -15,8 +15,18 @@ fi
 
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || { say "could not create $venv with $py"; exit 1; }
 log="$venv/pip.log"
-echo "hpcprof-kit env: installing into $venv (extras: $extras); log in $log" >&2
-if ! "$venv/bin/python" -m pip install --progress-bar off -e ".[$extras]" >"$log" 2>&1; then
+# The locked versions (env/local/constraints.txt, refreshed by env/local/lock.sh) hold for the
+# Python they were resolved with; another Python gets the newest versions pyproject.toml allows.
+lock=env/local/constraints.txt; pin=()
+locked_py=$(sed -nE 's/^# Python ([0-9]+\.[0-9]+).*/\1/p' "$lock" 2>/dev/null | head -1)
+venv_py=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ -n "$locked_py" ] && [ "$locked_py" = "$venv_py" ]; then
+  pin=(-c "$lock")
+else
+  say "$lock was written for Python ${locked_py:-?}, this is $venv_py: installing unpinned versions"
+fi
+echo "hpcprof-kit env: installing into $venv (extras: $extras${pin:+, versions from $lock}); log in $log" >&2
+if ! "$venv/bin/python" -m pip install --progress-bar off "${pin[@]}" -e ".[$extras]" >"$log" 2>&1; then
   if grep -qiE "Failed to establish|Temporary failure in name resolution|Network is unreachable|ConnectTimeout|Max retries exceeded" "$log"; then
     say "no network to the package registry; connect, or point pip at a mirror (PIP_INDEX_URL), then 'make env'."
   elif grep -qiE "No matching distribution found for torch|Could not find a version that satisfies the requirement torch" "$log"; then

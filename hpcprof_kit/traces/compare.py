@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.traces.breakdown import PARTS, step_breakdown
 from hpcprof_kit.traces.ops import top_kernels, top_ops
+from hpcprof_kit.traces.order import by_value
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -44,8 +45,9 @@ def _names(a: pd.DataFrame, b: pd.DataFrame, la: str, lb: str) -> pd.DataFrame:
     table["self_ratio"] = table[f"self_ms_{lb}"] / table[f"self_ms_{la}"].where(
         table[f"self_ms_{la}"] > 0
     )
-    order = table["self_diff_ms"].abs().sort_values(ascending=False).index
-    return table.loc[order]
+    table = table.reset_index()
+    table = by_value(table, "self_diff_ms", magnitude=True, names=("kind", "name"))
+    return table.set_index("name")
 
 
 def _steps(a: pd.DataFrame, b: pd.DataFrame, la: str, lb: str) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import numpy as np
 
 from hpcprof_kit.errors import KitWarning, SpecError
 from hpcprof_kit.traces.breakdown import STEP_PREFIX, bare, require_table, text_test
+from hpcprof_kit.traces.order import by_value
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -23,11 +24,17 @@ RANGE_CAT = "user_annotation"
 DEVICE_RANGE_CAT = "gpu_user_annotation"
 
 
-def self_times(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarray:
+def self_times(
+    ts: np.ndarray, dur: np.ndarray, thread: np.ndarray, created: np.ndarray | None = None
+) -> np.ndarray:
     """Exclusive time of each event: its duration minus its direct children on the same thread.
 
     Events nest when one starts inside another on the same thread; a child that overruns its
-    parent (a defect some traces have) is clipped to the parent's end.
+    parent (a defect some traces have) is clipped to the parent's end. Two events with the
+    same start and duration (``aten::matmul`` around an ``aten::mm`` of the same span) nest in
+    the order they were created: ``created`` is torch's ``External id`` (``ext_id``, negative
+    when missing), which grows as ops are called, so the outer op comes first whatever the
+    order of the table's rows.
 
     >>> self_times(np.array([0, 2, 3]), np.array([10, 5, 1]), np.array([0, 0, 0])).tolist()
     [5, 4, 1]
@@ -35,7 +42,7 @@ def self_times(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarra
     import pandas as pd
 
     n = ts.size
-    order = _nest_order(ts, dur, thread)  # by thread, then start, longest first
+    order = _nest_order(ts, dur, thread, created)  # by thread, start, longest, created
     t_ord, s_ord, e_ord = thread[order], ts[order], (ts + dur)[order]
     # An event's parent is the last event before it (same thread) still running when it
     # starts: the top of the stack a sequential scan would keep. Each event looks back
@@ -64,9 +71,11 @@ def self_times(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarra
     return out
 
 
-def _nest_order(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """``np.lexsort((-dur, ts, thread))``, faster on traces: their times are nearly sorted
-    already and rarely tie, and they have few threads."""
+def _nest_order(
+    ts: np.ndarray, dur: np.ndarray, thread: np.ndarray, created: np.ndarray | None = None
+) -> np.ndarray:
+    """``np.lexsort((created, -dur, ts, thread))``, faster on traces: their times are nearly
+    sorted already and rarely tie, and they have few threads."""
     import pandas as pd
 
     codes, uniques = pd.factorize(thread, sort=True)
@@ -79,10 +88,13 @@ def _nest_order(ts: np.ndarray, dur: np.ndarray, thread: np.ndarray) -> np.ndarr
     order = np.argsort(ts if key is None else key, kind="stable")
     start = (ts if key is None else key)[order]
     ties = np.flatnonzero(start[1:] == start[:-1])
-    if ties.size:  # equal starts: longest first, then in input order
+    if ties.size:  # equal starts: longest first, then first created, then in input order
         at = np.union1d(ties, ties + 1)
         run = np.cumsum(np.r_[0, start[at[1:]] != start[at[:-1]]])
-        order[at] = order[at][np.lexsort((-dur[order[at]], run))]
+        rows = order[at]
+        made = np.zeros(rows.size, np.int64) if created is None else created[rows]
+        made = np.where(made < 0, np.iinfo(np.int64).max, made)  # unknown: after the known
+        order[at] = rows[np.lexsort((made, -dur[rows], run))]
     if key is None:
         order = order[np.argsort(codes[order], kind="stable")]
     return order
@@ -119,7 +131,8 @@ def _top(sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool) -
         raise SpecError(f"n={n!r} is not a positive whole number of rows; pass e.g. n=20")
     ts = sub["ts_ns"].to_numpy(dtype=np.int64)
     dur = sub["dur_ns"].to_numpy(dtype=np.int64)
-    self_ns = self_times(ts, dur, _thread_codes(sub)) if nested and len(sub) else dur
+    created = sub["ext_id"].to_numpy(dtype=np.int64) if "ext_id" in sub else None
+    self_ns = self_times(ts, dur, _thread_codes(sub), created) if nested and len(sub) else dur
     frame = pd.DataFrame({what: names.to_numpy(), "dur_ns": dur, "self_ns": self_ns})
     g = frame.groupby(what, sort=False)
     table = pd.DataFrame(
@@ -131,9 +144,9 @@ def _top(sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool) -
             "max_us": g["dur_ns"].max() / 1e3,
         }
     )
-    all_self = table["self_ms"].sum()
-    table["share"] = table["self_ms"] / all_self if all_self else 0.0
-    return table.sort_values("self_ms", ascending=False).head(n)
+    all_self = int(self_ns.sum())  # whole ns: the same sum in any order of the rows
+    table["share"] = g["self_ns"].sum() / all_self if all_self else 0.0
+    return by_value(table, "self_ms").head(n)
 
 
 def top_ops(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces.breakdown import PARTS, bare, comm_overlap, rank_steps, text_test
 from hpcprof_kit.traces.ops import KERNEL_TRACKS, kernel_name, same_name, top_kernels, top_ops
+from hpcprof_kit.traces.order import by_value
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -108,7 +109,7 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
     ops, kernels = _name_totals(df, "op"), _name_totals(df, "kernel")
     names: list[str] = []
     for totals, what in ((ops, "op"), (kernels, "kernel")):
-        top = totals.sort_values("self_ns", ascending=False, kind="stable")[what]
+        top = by_value(totals, "self_ns", names=(what,))[what]
         names += [n for n in top.head(SAME_NAME_TOP) if n not in names]
     return RankSummary(
         rank,
@@ -350,9 +351,9 @@ def top_table(totals: pd.DataFrame, what: str, n: int = TOP_N) -> pd.DataFrame:
             "max_us": t["max_ns"] / 1e3,
         }
     )
-    all_self = table["self_ms"].sum()
-    table["share"] = table["self_ms"] / all_self if all_self else 0.0
-    return table.sort_values("self_ms", ascending=False).head(n)
+    all_self = int(t["self_ns"].sum())  # whole ns, as top_ops sums them
+    table["share"] = t["self_ns"] / all_self if all_self else 0.0
+    return by_value(table, "self_ms").head(n)
 
 
 def _run_comm(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -373,4 +374,4 @@ def _run_comm(frames: list[pd.DataFrame]) -> pd.DataFrame:
             "max_us": g["max_ns"].max() / 1e3,
         }
     )
-    return out.sort_values("total_ms", ascending=False).reset_index()[cols]
+    return by_value(out, "total_ms").reset_index()[cols]
