@@ -155,9 +155,12 @@ def run_summary(
     try:
         mine = _work(plan, rank, out / "summaries" if out is not None else None)
     except BaseException:  # a rank that fails here would leave rank 0 waiting in gather
-        print(f"error: MPI rank {rank} failed; aborting the job", file=sys.stderr)
-        traceback.print_exc()
+        text = f"error: MPI rank {rank} failed; aborting the job\n{traceback.format_exc()}"
+        print(text, end="", file=sys.stderr)
         sys.stderr.flush()
+        if out is not None:  # the launcher may drop the output of ranks it kills in the abort
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"failed-mpi-rank-{rank}.txt").write_text(text)
         comm.Abort(1)
         raise  # pragma: no cover - Abort does not return
     gathered = comm.gather(mine, root=0)
