@@ -39,8 +39,20 @@ CUDA_TO_XPU: dict[str, str] = {
     "self_cuda_time_total": "self_xpu_time_total",
     "CUDA_VISIBLE_DEVICES": "ZE_AFFINITY_MASK",
     "nvidia-smi topo -m": "xpu-smi topology -m",
-    "SM (streaming multiprocessor)": "Xe core (compute unit)",
-    "nsys / ncu": "unitrace",
+    "SM (multi_processor_count)": "Xe core (gpu_subslice_count; 8 EUs each)",
+    "nsys (timeline)": "unitrace --chrome-*-logging --device-timing",
+    "ncu (per-kernel metrics)": "unitrace --metric-query --group GROUP, --stall-sampling",
+}
+
+# What ``compute_units`` in :func:`properties` counts, per device type. On an Intel GPU torch's
+# ``max_compute_units`` is the EU count (``gpu_eu_count``): execution units, which Intel's newer
+# documents call Xe vector engines, 8 per Xe core. An Aurora tile prints max_compute_units=448,
+# gpu_eu_count=448, gpu_subslice_count=56 (the ATPESC guide's output): 56 Xe cores x 8 EUs.
+COMPUTE_UNITS: dict[str, str] = {
+    "cuda": "SMs (streaming multiprocessors)",
+    "xpu": "EUs (execution units, also called Xe vector engines; 8 per Xe core)",
+    "mps": "not reported",
+    "cpu": "CPU cores this process may run on",
 }
 
 # What the Level Zero device hierarchy means for the number of torch devices on a node.
@@ -156,7 +168,8 @@ def _accelerator_row(kind: str, index: int) -> dict[str, Any]:
         row["compute_units"] = props.multi_processor_count  # SMs
         row["driver"] = f"CUDA {_torch().version.cuda}"
     else:
-        row["compute_units"] = getattr(props, "max_compute_units", None)  # Xe cores x EUs
+        row["compute_units"] = getattr(props, "max_compute_units", None)  # EUs, not Xe cores
+        row["xe_cores"] = getattr(props, "gpu_subslice_count", None)  # a subslice is an Xe core
         row["driver"] = getattr(props, "driver_version", "")
         row["hierarchy"] = hierarchy()
         row["hierarchy_note"] = HIERARCHY_NOTES.get(hierarchy(), "")
@@ -164,7 +177,9 @@ def _accelerator_row(kind: str, index: int) -> dict[str, Any]:
 
 
 def properties(kind: str | None = None) -> list[dict[str, Any]]:
-    """One row per device: index, type, name, memory_gib, compute_units, driver (+ hierarchy on XPU).
+    """One row per device: index, type, name, memory_gib, compute_units, driver (+ xe_cores and
+    hierarchy on XPU). ``compute_units`` counts what :data:`COMPUTE_UNITS` says: SMs on NVIDIA,
+    EUs on Intel GPUs (448 for an Aurora tile: 56 Xe cores of 8 EUs), cores on a CPU.
 
     >>> properties("cpu")[0]["type"]
     'cpu'
@@ -298,6 +313,6 @@ def optimize(model, optimizer, device: str | None = None):
 
 
 __all__ = [
-    "CUDA_TO_XPU", "DEVICE_TYPES", "HIERARCHY_NOTES", "detect", "device_count", "hierarchy",
-    "local_device", "optimize", "properties", "set_current", "topology", "topology_command",
+    "COMPUTE_UNITS", "CUDA_TO_XPU", "DEVICE_TYPES", "HIERARCHY_NOTES", "detect", "device_count",
+    "hierarchy", "local_device", "optimize", "properties", "set_current", "topology", "topology_command",
 ]  # fmt: skip

@@ -2,7 +2,8 @@
 
 Rewrites keep comments and formatting (libcst). ``to="xpu"`` names Intel GPUs explicitly;
 ``to="agnostic"`` uses ``torch.accelerator`` and a ``device_type`` variable so the same file runs
-on CPU, CUDA and XPU. What cannot be ported is listed with its line number, never guessed.
+on CPU, CUDA and XPU. What cannot be ported is listed with its line number, never guessed:
+CUDA-only switches, and device masks set inside the process (:mod:`hpcprof_kit.porting_env`).
 
 >>> result = port_source('x = torch.randn(4).cuda()\\nif torch.cuda.is_available(): pass\\n')
 >>> print(result.code, end="")
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcprof_kit.errors import PortError
+from hpcprof_kit.porting_env import flag_env_sets
 
 TARGETS: tuple[str, ...] = ("xpu", "agnostic")
 
@@ -357,6 +359,9 @@ def port_source(
     transformer = _transformer(to, result)
     ported = MetadataWrapper(module).visit(transformer)
     result.changed_lines = sorted(set(result.changed_lines))
+    # before any line is added, so the rows keep the original line numbers
+    ported, masks = flag_env_sets(ported, to)
+    result.not_ported.extend(masks)
     ported, moved = _move_criterion(ported, to)
     if to == "agnostic" and (transformer.used_device_type or moved == "device_type"):
         ported, found = _insert(ported, _is_import, AGNOSTIC_PRELUDE)

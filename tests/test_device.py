@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+import types
 
 import pytest
 
@@ -152,3 +154,35 @@ def test_topology_loads_the_module_in_a_login_shell_first(tmp_path, monkeypatch)
     monkeypatch.setenv("MODULESHOME", str(tmp_path))
     assert device.topology("xpu") == "GPU 0/0  S  XL*\n"
     assert (tmp_path / "modules.log").read_text() == "module load xpu-smi\n"
+
+
+# unitrace's options, from its README (github.com/intel/pti-gpu/tree/master/tools/unitrace).
+UNITRACE_METRIC_OPTIONS = {"--metric-query", "--metric-sampling", "--group", "--stall-sampling"}
+UNITRACE_TIMELINE_OPTIONS = {"--device-timing", "--host-timing", "--chrome-*-logging"}
+
+
+def test_xpu_compute_units_are_eus_and_xe_cores_come_from_the_subslice_count(monkeypatch):
+    # The properties the ATPESC guide prints for one Aurora tile (FLAT mode).
+    tile = types.SimpleNamespace(
+        name="Intel(R) Data Center GPU Max 1550", total_memory=64 * 2**30,
+        max_compute_units=448, gpu_eu_count=448, gpu_subslice_count=56,
+        driver_version="1.6.32567+19",
+    )  # fmt: skip
+    fake = types.SimpleNamespace(xpu=types.SimpleNamespace(get_device_properties=lambda i: tile))
+    monkeypatch.setattr(device, "_torch", lambda: fake)
+    monkeypatch.setenv("ZE_FLAT_DEVICE_HIERARCHY", "FLAT")
+    row = device._accelerator_row("xpu", 0)
+    assert (row["compute_units"], row["xe_cores"]) == (448, 56)
+    assert row["compute_units"] == row["xe_cores"] * 8  # 8 EUs per Xe core
+    assert device.COMPUTE_UNITS["xpu"].startswith("EUs (execution units")
+    assert device.COMPUTE_UNITS["cuda"].startswith("SMs")
+
+
+def test_name_map_says_what_an_xe_core_is_and_which_unitrace_options_replace_ncu():
+    names = device.CUDA_TO_XPU
+    assert "compute unit" not in " ".join(names.values())  # torch's compute units are EUs
+    assert names["SM (multi_processor_count)"] == "Xe core (gpu_subslice_count; 8 EUs each)"
+    ncu_options = set(re.findall(r"--[\w*-]+", names["ncu (per-kernel metrics)"]))
+    assert ncu_options and ncu_options <= UNITRACE_METRIC_OPTIONS
+    nsys_options = set(re.findall(r"--[\w*-]+", names["nsys (timeline)"]))
+    assert nsys_options and nsys_options <= UNITRACE_TIMELINE_OPTIONS

@@ -27,9 +27,12 @@ def test_alcf_style_script_matches_golden_diff_and_keeps_no_cuda_only_call(targe
     ast.parse(result.code)  # still Python
     leftovers = [ln for ln in result.code.splitlines() if CUDA_ONLY.search(ln)]
     assert leftovers == []
-    # The one CUDA-only setting left is listed with its line number, not silently kept.
+    # What is left is listed with its line number, not silently kept: the in-process device
+    # mask (line 22, after torch.cuda.device_count() on line 21) and the cuDNN switch.
+    mask = "ZE_AFFINITY_MASK" if target == "xpu" else "CUDA_VISIBLE_DEVICES"
     assert [(line, code) for line, code, _ in result.not_ported] == [
-        (27, "torch.backends.cudnn.benchmark")
+        (22, f'os.environ["{mask}"]'),
+        (27, "torch.backends.cudnn.benchmark"),
     ]
     # Comments survive the rewrite.
     assert "# fixed port: clashes when two jobs share a node" in result.code
@@ -160,3 +163,48 @@ def test_ipex_import_goes_after_the_last_import_when_torch_is_not_imported_whole
         "from torch import nn",
         "import intel_extension_for_pytorch as ipex  # optional: older XPU stacks",
     ]
+
+
+def test_in_process_device_mask_needs_a_human_in_the_diff_and_the_report():
+    # The ATPESC guide sets ZE_AFFINITY_MASK in the job script; set in Python after
+    # torch.xpu.device_count() (line 21 of the example) it can come too late to mask anything.
+    result = port_file(EXAMPLE, "xpu", ipex=True)
+    assert (
+        "+# needs a human: set ZE_AFFINITY_MASK in the job script, before Python starts\n"
+        '+os.environ["ZE_AFFINITY_MASK"] = os.environ.get("ZE_AFFINITY_MASK", "0,1,2,3")\n'
+    ) in result.diff()
+    assert result.report().splitlines()[1] == (
+        'cuda_train_alcf_style.py:22: os.environ["ZE_AFFINITY_MASK"]  -- ZE_AFFINITY_MASK set '
+        "inside the process, after torch.xpu.device_count() on line 21 already enumerated the "
+        "devices: the runtime reads it once, at start; set ZE_AFFINITY_MASK in the job script "
+        "(export, or mpiexec --env), or keep every device visible and call "
+        "torch.xpu.set_device(local_rank)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "code"),
+    [('os.environ["ZE_AFFINITY_MASK"] = "0,1"', 'os.environ["ZE_AFFINITY_MASK"]'),
+     ("os.environ.setdefault('ZE_AFFINITY_MASK', '0')", 'os.environ.setdefault("ZE_AFFINITY_MASK", ...)'),
+     ('os.putenv("ZE_AFFINITY_MASK", "0")', 'os.putenv("ZE_AFFINITY_MASK", ...)'),
+     ('os.environ.update({"ZE_AFFINITY_MASK": "0"})', "os.environ.update(ZE_AFFINITY_MASK=...)"),
+     ('os.environ["CUDA_VISIBLE_DEVICES"] = "0"', 'os.environ["ZE_AFFINITY_MASK"]'),
+     ('os.environ["ZE_FLAT_DEVICE_HIERARCHY"] = "FLAT"', 'os.environ["ZE_FLAT_DEVICE_HIERARCHY"]')],
+)  # fmt: skip
+def test_every_way_of_setting_a_mask_in_process_is_flagged(statement, code):
+    src = f"import os\nimport torch\n\ndef main():\n    {statement}\n"
+    result = port_source(src)
+    assert [(line, c) for line, c, _ in result.not_ported] == [(5, code)]
+    why = result.not_ported[0][2]
+    assert "before any device call in this file (too late if an import started the runtime)" in why
+    lines = result.code.splitlines()
+    assert lines[4].startswith("    # needs a human: set ") and lines[5].startswith("    os.")
+
+
+def test_reading_a_mask_or_setting_other_variables_is_not_flagged():
+    src = (
+        "import os\nmask = os.environ.get('ZE_AFFINITY_MASK')\nos.environ['MASTER_PORT'] = '1'\n"
+        "os.environ.setdefault('OMP_NUM_THREADS', '4')\n"
+    )
+    result = port_source(src)
+    assert result.not_ported == [] and result.code == src

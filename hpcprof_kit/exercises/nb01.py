@@ -1,8 +1,30 @@
-"""Notebook 01 exercise: how many torch devices does one Aurora node show?"""
+"""Notebook 01 exercise: predict the torch devices of one Aurora node and one tile's compute units."""
 
 from __future__ import annotations
 
 from hpcprof_kit.exercises import feedback
+
+# One Aurora tile as torch describes it (the ATPESC guide's printed properties,
+# https://github.com/argonne-lcf/ATPESC_MachineLearning): gpu_subslice_count=56 Xe cores,
+# max_compute_units = gpu_eu_count = 448 EUs.
+TILE_XE_CORES = 56
+EUS_PER_XE_CORE = 8
+
+# What would give the answers away above the check cell (tests/test_exercises_hidden.py):
+# "text" patterns no output or markdown above may match, "code" names no code cell above may use.
+HIDDEN = {
+    "check_device_counts": {
+        "text": [
+            r"\b12\s+(torch\s+)?(devices|tiles|ranks)\b",
+            r"\b6\s+(torch\s+)?devices\b",
+            r"(?i)\bflat\b[^\d\n]{0,40}\b12\b",
+            r"(?i)\bcomposite\b[^\d\n]{0,40}\b6\b",
+            r"\b448\b",
+            r"\b56\s*[x*]\s*8\b",
+        ],
+        "code": ["device_counts", "HIERARCHY_NOTES", "tile_compute_units", "EUS_PER_XE_CORE"],
+    },
+}
 
 
 def device_counts(system: str = "aurora") -> dict[str, int]:
@@ -17,16 +39,48 @@ def device_counts(system: str = "aurora") -> dict[str, int]:
     return {"FLAT": topo.gpus * topo.tiles_per_gpu, "COMPOSITE": topo.gpus}
 
 
-def check_device_counts(flat: int | None, composite: int | None, system: str = "aurora") -> bool:
-    """Check the learner's device counts for FLAT and COMPOSITE mode.
+def tile_compute_units() -> int:
+    """What torch prints as ``max_compute_units`` for one Aurora tile: its EUs, not its Xe cores.
 
-    >>> check_device_counts(flat=6, composite=12)
-    Not yet. Hint: FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles.
+    >>> tile_compute_units()
+    448
+    """
+    return TILE_XE_CORES * EUS_PER_XE_CORE
+
+
+def check_device_counts(
+    flat: int | None,
+    composite: int | None,
+    compute_units: int | None = None,
+    system: str = "aurora",
+) -> bool:
+    """Check the learner's predictions: torch devices per node in FLAT and COMPOSITE mode, and
+    ``compute_units`` of one FLAT device (a tile).
+
+    >>> check_device_counts(flat=6, composite=12, compute_units=56)
+    Not yet. Hint: FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles. compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?
     False
     """
     right = device_counts(system)
+    counts_ok = (flat, composite) == (right["FLAT"], right["COMPOSITE"])
+    units_ok = compute_units == tile_compute_units()
+    hints = []
+    if not counts_ok:
+        hints.append(
+            "FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles."
+        )
+    if not units_ok:
+        hints.append(
+            "compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?"
+            if compute_units == TILE_XE_CORES
+            else "compute_units counts EUs; section 2 says how many EUs one Xe core holds."
+        )
     return feedback(
-        (flat, composite) == (right["FLAT"], right["COMPOSITE"]),
-        hint="FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles.",
-        well_done=f"Correct - {right['FLAT']} tiles in FLAT mode, {right['COMPOSITE']} GPUs in COMPOSITE mode.",
+        counts_ok and units_ok,
+        hint=" ".join(hints),
+        well_done=(
+            f"Correct - {right['FLAT']} tiles in FLAT mode, {right['COMPOSITE']} GPUs in COMPOSITE "
+            f"mode, and {tile_compute_units()} compute units per tile: {TILE_XE_CORES} Xe cores x "
+            f"{EUS_PER_XE_CORE} EUs."
+        ),
     )

@@ -15,6 +15,15 @@ from hpcprof_kit.exercises import feedback
 # The stand-in tracer programs (nsys/ncu/unitrace named scripts) live beside the tests.
 STANDIN = Path(__file__).resolve().parents[2] / "tests" / "standin"
 
+# What would give the answer away above the check cell (tests/test_exercises_hidden.py):
+# "text" patterns no output or markdown above may match, "code" names no code cell above may use.
+HIDDEN = {
+    "check_traced_ranks": {
+        "text": [r"\[0,\s*12\]", r"\b0 and 12\b", r"(?i)ranks? 0 and 12\b"],
+        "code": ["RANKCUTOFF=13", "rankcutoff=13"],
+    },
+}
+
 
 def rank_selection_demo(tracer: str, system: str, ranks: int = 4, ranks_per_node: int = 2,
                         profrank: int = 0, rankcutoff: int | None = None) -> list[int]:  # fmt: skip

@@ -1,0 +1,98 @@
+"""Facts notebooks 01, 02 and 06 teach, held against the kit's own data and the vendors' docs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+from hpcprof_kit.nsight.plan import NCU_SETS, SET_BY_WALLTIME, choose_set
+from hpcprof_kit.ondemand import dynolog_recipe
+from hpcprof_kit.porting import port_file
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _nb(name: str):
+    return nbformat.read(NOTEBOOKS / name, as_version=4)
+
+
+def _text(nb) -> str:
+    """Every cell's source and stored output, as one text."""
+    parts = []
+    for cell in nb.cells:
+        parts.append(cell.source)
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", "") + str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def _stored_output(nb, first_line_has: str) -> str:
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and first_line_has in c.source]
+    return "".join(out.get("text", "") for out in cell.outputs)
+
+
+def test_notebook_01_says_torch_compute_units_are_eus_not_xe_cores():
+    text = _text(_nb("01_device_discovery.ipynb"))
+    # the three wrong phrasings it used to have
+    for wrong in (
+        r"compute units \(Xe cores",
+        r"`compute_units` counts Xe",
+        r"Xe core \(compute unit",
+    ):
+        assert not re.search(wrong, text), wrong
+    assert (
+        "xpu   compute_units = EUs (execution units, also called Xe vector engines; 8 per Xe core)"
+        in text
+    )
+    assert "an Aurora tile prints 448 = 56 Xe cores x 8 EUs" in text
+
+
+def test_notebook_01_names_unitrace_options_for_ncu_metrics_and_says_the_guide_traces_only():
+    text = _text(_nb("01_device_discovery.ipynb"))
+    assert (
+        "ncu (per-kernel metrics)       -> unitrace --metric-query --group GROUP, --stall-sampling"
+        in text
+    )
+    assert "nsys (timeline)                -> unitrace --chrome-*-logging --device-timing" in text
+    assert "what the ALCF unitrace guide runs: it shows tracing only" in text
+
+
+def test_notebook_02_shows_the_in_process_mask_as_needing_a_human():
+    nb = _nb("02_xpu_code_changes.ipynb")
+    report = _stored_output(nb, "print(result.report())")
+    example = NOTEBOOKS.parent / "examples" / "cuda_train_alcf_style.py"
+    assert report == port_file(example, "xpu", ipex=True).report() + "\n"
+    assert report.splitlines()[1].startswith(
+        'cuda_train_alcf_style.py:22: os.environ["ZE_AFFINITY_MASK"]  -- ZE_AFFINITY_MASK set inside'
+    )
+    assert "+# needs a human: set ZE_AFFINITY_MASK in the job script" in _text(nb)
+
+
+def test_notebook_06_lists_the_ncu_sets_the_plan_chooses_from_and_its_walltime_rule():
+    nb = _nb("06_vendor_profilers.ipynb")
+    (step,) = [c.source for c in nb.cells if "with a section set (`--set`)" in c.source]
+    sentence = step.split("with a section set (`--set`):", 1)[1].split("(more sections", 1)[0]
+    assert set(re.findall(r"`(\w+)`", sentence)) == set(NCU_SETS)
+    (rule,) = [
+        c.source for c in nb.cells if "sized to the walltime per profiled launch" in c.source
+    ]
+    limits = [limit for limit, _name in SET_BY_WALLTIME]
+    assert limits == [20 * 60, 60 * 60, None]
+    assert (
+        "`basic` under\n20 minutes, `detailed` under an hour, `full` beyond; `roofline` only when"
+        in rule
+    )
+    plan = _stored_output(nb, "from hpcprof_kit.nsight import ncu_plan")
+    assert "walltime 00:10:00 for 1 launch -> --set basic" in plan
+    assert choose_set("00:10:00") == "basic" and "ncu --set basic -k " in plan
+
+
+def test_notebook_06_renders_the_dynolog_recipe_and_says_the_file_trigger_stands_in():
+    nb = _nb("06_vendor_profilers.ipynb")
+    steps = int(re.search(r"ondemand_steps = (\d+)", nb.cells[1].source).group(1))
+    recipe = _stored_output(nb, "from hpcprof_kit.ondemand import dynolog_recipe")
+    assert recipe == dynolog_recipe("pbs", nodes=2, ranks_per_node=12, iterations=steps) + "\n"
+    assert "gputrace --log-file" in recipe and f"--iterations {steps} --process-limit 12" in recipe
+    assert "the kit's **file trigger stands in for\n`dyno gputrace`**" in _text(nb)
