@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcprof_kit.errors import PortError
+from hpcprof_kit.porting_env import dotted_name as _dotted
 from hpcprof_kit.porting_env import flag_env_sets
 
 TARGETS: tuple[str, ...] = ("xpu", "agnostic")
@@ -103,17 +104,6 @@ class PortResult:
             return f"{self.filename}: everything CUDA-specific was ported to {self.target}"
         rows = [f"{self.filename}:{line}: {code}  -- {why}" for line, code, why in self.not_ported]
         return "not ported (needs a human):\n" + "\n".join(rows)
-
-
-def _dotted(node) -> str | None:
-    import libcst as cst
-
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 def _transformer(target: str, result: PortResult):

@@ -36,6 +36,18 @@ SETTERS: dict[str, str] = {  # call -> how it names the variable
 }  # fmt: skip
 
 
+def dotted_name(node) -> str | None:
+    """``torch.cuda.device_count`` for that chain of names in the syntax tree, else None."""
+    import libcst as cst
+
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
 def _string(node) -> str | None:
     import libcst as cst
 
@@ -49,24 +61,27 @@ def _names_set(stmt) -> list[tuple[str, str]]:
     """(variable, code naming it) for each runtime-once variable this statement sets."""
     import libcst as cst
 
-    from hpcprof_kit.porting import _dotted
-
     found: list[tuple[str, str]] = []
     code = cst.Module(body=[]).code_for_node
     for part in stmt.body:
         if isinstance(part, cst.Assign):
             for target in part.targets:
                 t = target.target
-                if isinstance(t, cst.Subscript) and _dotted(t.value) in ("os.environ", "environ"):
+                if isinstance(t, cst.Subscript) and dotted_name(t.value) in (
+                    "os.environ",
+                    "environ",
+                ):
                     index = t.slice[0].slice if len(t.slice) == 1 else None
                     key = _string(index.value) if isinstance(index, cst.Index) else None
                     found += [(key, code(t))] if key in RUNTIME_ONCE_VARS else []
         call = part.value if isinstance(part, cst.Expr) else None
-        how = SETTERS.get(_dotted(call.func) or "") if isinstance(call, cst.Call) else None
+        how = SETTERS.get(dotted_name(call.func) or "") if isinstance(call, cst.Call) else None
         if how == "first" and call.args:
             key = _string(call.args[0].value)
             found += (
-                [(key, f'{_dotted(call.func)}("{key}", ...)')] if key in RUNTIME_ONCE_VARS else []
+                [(key, f'{dotted_name(call.func)}("{key}", ...)')]
+                if key in RUNTIME_ONCE_VARS
+                else []
             )
         elif how == "keys":
             keys = [a.keyword.value for a in call.args if a.keyword is not None]
@@ -74,7 +89,9 @@ def _names_set(stmt) -> list[tuple[str, str]]:
                 keys += [
                     _string(e.key) for e in arg.value.elements if isinstance(e, cst.DictElement)
                 ]
-            found += [(k, f"{_dotted(call.func)}({k}=...)") for k in keys if k in RUNTIME_ONCE_VARS]
+            found += [
+                (k, f"{dotted_name(call.func)}({k}=...)") for k in keys if k in RUNTIME_ONCE_VARS
+            ]
     return found
 
 
@@ -111,8 +128,6 @@ def flag_env_sets(module, target: str):
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from hpcprof_kit.porting import _dotted
-
     rows: list[tuple[int, str, str]] = []
 
     class Flagger(cst.CSTTransformer):
@@ -123,7 +138,7 @@ def flag_env_sets(module, target: str):
             self.first_device_call: tuple[int, str] | None = None
 
         def visit_Call(self, node) -> None:
-            name = _dotted(node.func) or ""
+            name = dotted_name(node.func) or ""
             if self.first_device_call is None and name.startswith(DEVICE_NAMESPACES):
                 line = self.get_metadata(PositionProvider, node).start.line
                 self.first_device_call = (line, name)
