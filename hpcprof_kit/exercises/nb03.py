@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from hpcprof_kit.exercises import feedback
 
+# What would give the answer away above the check cell (tests/test_exercises_hidden.py): the
+# puzzle read by the kit's own reader, or the answer's words.
+HIDDEN = {
+    "check_rank": {
+        "text": [r"rank 3\b[^\n]*local rank 1\b", r"rank=3\b[^\n]*local_rank=1\b"],
+        "code": ["ranks_from_env(PUZZLE_ENV"],
+    }
+}
+
 # Hydra's mpiexec started inside a Slurm job: one proxy per node, so SLURM_PROCID is 0 everywhere.
 PUZZLE_ENV: dict[str, str] = {
     "SLURM_JOB_ID": "4242", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2",

@@ -4,15 +4,27 @@
 >>> print(JobSpec(system="local", example="train", profile=True).render().splitlines()[-1])
     python3 -m hpcprof_kit.apps.train --profile
 
-``submit(spec)`` starts it and returns a ``Job``; ``Job.from_run_dir(path)`` re-attaches.
+``submit(spec)`` starts it and returns a ``Job``; ``Job.from_run_dir(path)`` re-attaches;
+``wait_for(job)`` waits and, unless it COMPLETED, prints what happened and what to do.
 """
 
 from __future__ import annotations
 
 from hpcprof_kit.jobs.backends import FINAL_STATES, STATES
+from hpcprof_kit.jobs.explain import explain, wait_for
 from hpcprof_kit.jobs.handle import Job
 from hpcprof_kit.jobs.rundir import RunDir, list_runs
 from hpcprof_kit.jobs.spec import JobSpec
 from hpcprof_kit.jobs.submission import submit
 
-__all__ = ["FINAL_STATES", "STATES", "Job", "JobSpec", "RunDir", "list_runs", "submit"]
+__all__ = [
+    "FINAL_STATES",
+    "STATES",
+    "Job",
+    "JobSpec",
+    "RunDir",
+    "explain",
+    "list_runs",
+    "submit",
+    "wait_for",
+]

@@ -183,3 +183,20 @@ class PbsBackend:
     def cancel(self, run_dir: Path, job_id: str) -> None:
         (run_dir / CANCEL_MARK).touch()
         run_command(["qdel", job_id], f"cancel PBS job {job_id}")
+
+    def reason(self, run_dir: Path, job_id: str) -> str | None:
+        """The PBS server's ``comment`` on the job (``Can Never Run: ...``, ``Not Running:
+        ...``, ``Job run at ... and failed``); None when it has none or forgot the job."""
+        return comment(attributes(job_id, self.command_timeout))
+
+
+def comment(attrs: dict[str, str] | None) -> str | None:
+    """The scheduler's ``comment`` among a job's attributes, if it has one.
+
+    >>> comment({"job_state": "Q", "comment": "Can Never Run: Not enough total nodes available"})
+    'Can Never Run: Not enough total nodes available'
+    >>> comment({"job_state": "Q"}) is None
+    True
+    """
+    said = (attrs or {}).get("comment", "").strip()
+    return said or None

@@ -63,6 +63,7 @@ SLURM_STATES: dict[str, tuple[str, str]] = {
     "PREEMPTED": ("CANCELLED", "preempted by another job and not requeued"),
 }
 _FIELD = re.compile(r"(\w+)=(\S*)")
+_REASON = re.compile(r"\bReason=(.*?)(?= \w+=|$)", re.MULTILINE)  # may hold spaces
 _FORGOTTEN = "Invalid job id"  # Slurm's words for a job it no longer knows
 
 
@@ -181,3 +182,15 @@ class SlurmBackend:
     def cancel(self, run_dir: Path, job_id: str) -> None:
         (run_dir / CANCEL_MARK).touch()
         run_command(["scancel", job_id], f"cancel Slurm job {job_id}")
+
+    def reason(self, run_dir: Path, job_id: str) -> str | None:
+        """Slurm's own ``Reason`` for the job (``squeue -o %r``, else ``scontrol show job``):
+        why it waits (``Resources``, ``JobHeldUser``, ``PartitionNodeLimit``) or how it ended
+        (``NonZeroExitCode``); None when Slurm gives none or no longer knows the job."""
+        live = _ask(["squeue", "-h", "-j", job_id, "-o", "%r"], self.command_timeout)
+        said = (live or "").strip()
+        if not said:
+            shown = _ask(["scontrol", "show", "job", job_id, "-o"], self.command_timeout) or ""
+            found = _REASON.search(shown)
+            said = found.group(1) if found else ""
+        return said if said and said != "None" else None

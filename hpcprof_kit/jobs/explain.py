@@ -1,0 +1,164 @@
+"""After a wait: what happened to a job that did not complete, and what to do next.
+
+``wait_for(job)`` waits like ``job.wait()``; when the job did not end COMPLETED it prints
+``explain(job)``: the state, the exit code and signal from the job's own record, the last
+lines of its stderr, the scheduler's own reason (Slurm's ``Reason``, PBS's ``comment``) and
+the next step in plain words. A job still waiting or running is left alone: wait again, or
+stop it with ``job.cancel()``.
+
+>>> from hpcprof_kit.jobs import JobSpec, submit
+>>> job = submit(JobSpec(system="local", command=["bash", "-c", "echo 'no such file' >&2; exit 3"],
+...                      ranks_per_node=1))
+>>> wait_for(job, timeout=60, progress=False)  # doctest: +ELLIPSIS
+job local-... ended FAILED
+  exit code: 3
+  ...
+  last lines of stderr:
+    | no such file
+  what to do: ...
+'FAILED'
+"""
+
+from __future__ import annotations
+
+from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
+
+__all__ = ["ADVICE", "explain", "scheduler_meaning", "wait_for"]
+
+STDERR_LINES = 10  # how many of the last stderr lines explain() shows
+
+# What to do next, per state, in the learner's words.
+ADVICE = {
+    "QUEUED": (
+        "it is still waiting for nodes (the scheduler's reason says why): wait again with "
+        "wait_for(job), or stop it with job.cancel()"
+    ),
+    "RUNNING": "it is still running: wait again with wait_for(job), or stop it with job.cancel()",
+    "FAILED": (
+        "read the stderr lines above (job.tail(50, 'stderr') shows more, job.tail() the "
+        "output), fix the cause, then submit the spec again"
+    ),
+    "TIMEOUT": (
+        "the walltime ran out before the job ended: submit it again with a longer walltime "
+        "(JobSpec(walltime=...)) or fewer steps"
+    ),
+    "CANCELLED": (
+        "it was cancelled (job.cancel(), qdel or scancel) before it ended: submit the spec "
+        "again to rerun it"
+    ),
+    "LOST": (
+        "its process or scheduler record is gone and it left no exit record: submit the "
+        "spec again; the note above says what the kit last knew"
+    ),
+}
+NEEDS_RUN = "The cells below read this run's outputs: run them once the job has COMPLETED."
+
+# The scheduler reasons a learner meets most, in plain words (Slurm: squeue(1) "JOB REASON
+# CODES"; PBS: the scheduler's job comment).
+SLURM_REASONS = {
+    "Resources": "waiting for its nodes to become free",
+    "Priority": "other jobs come first",
+    "JobHeldUser": "held by its owner: `scontrol release {job_id}` lets it run",
+    "JobHeldAdmin": "held by an administrator: ask the site's support",
+    "BeginTime": "its start time (--begin) has not come yet",
+    "Dependency": "waiting for the job it depends on",
+    "PartitionConfig": (
+        "it asks for more nodes, CPUs or time than the partition has: ask for less, "
+        "or another partition"
+    ),
+    "PartitionNodeLimit": "it asks for more nodes than the partition allows: ask for fewer",
+    "PartitionTimeLimit": "it asks for a longer walltime than the partition allows",
+    "ReqNodeNotAvail": "a node it needs is down, drained or reserved",
+    "QOSMaxJobsPerUserLimit": "you already have as many jobs as your QOS allows",
+    "NonZeroExitCode": "the job script exited with an error",
+}
+PBS_COMMENTS = {
+    "Can Never Run": "the request can never fit this server: ask for fewer nodes or another queue",
+    "Not Running": "waiting: the comment names what it waits for",
+}
+
+
+def scheduler_meaning(reason: str, job_id: str = "ID") -> str:
+    """Plain words for a Slurm ``Reason`` or a PBS ``comment`` the kit knows; else "".
+
+    >>> scheduler_meaning("JobHeldUser", "42")
+    'held by its owner: `scontrol release 42` lets it run'
+    >>> scheduler_meaning("Can Never Run: Not enough total nodes available")
+    'the request can never fit this server: ask for fewer nodes or another queue'
+    """
+    if reason in SLURM_REASONS:
+        return SLURM_REASONS[reason].format(job_id=job_id)
+    return next((words for start, words in PBS_COMMENTS.items() if reason.startswith(start)), "")
+
+
+def _scheduler_reason(job) -> str | None:
+    """The scheduler's own word on the job; None when its backend has none (local)."""
+    ask = getattr(job.backend, "reason", None)
+    if ask is None:
+        return None
+    try:
+        return ask(job.run_dir, job.job_id)
+    except Exception as exc:  # a scheduler that does not answer must not hide the rest
+        return f"(the scheduler could not be asked: {exc})"
+
+
+def explain(job) -> str:
+    """What happened to ``job`` and what to do next, as text (the state first).
+
+    The state; the exit code and the signal from the job's own record (``job_end.json``);
+    the kit's note; the scheduler's reason (Slurm ``Reason``, PBS ``comment``); the last
+    lines of ``stderr``; and the advice for that state.
+
+    >>> from hpcprof_kit.jobs import JobSpec, submit
+    >>> job = submit(JobSpec(system="local", command=["bash", "-c", "exit 3"], ranks_per_node=1))
+    >>> _ = job.wait(timeout=60, progress=False)
+    >>> print(explain(job).splitlines()[:2])  # doctest: +ELLIPSIS
+    ['job local-... ended FAILED', '  exit code: 3']
+    """
+    state = job.state
+    data = job.manifest
+    ended = state not in ("QUEUED", "RUNNING")
+    lines = [f"job {job.job_id} {'ended' if ended else 'has not ended: it is'} {state}"]
+    record = read_job_end(job.run_dir) if ended else None
+    code = data.get("exit_code")
+    if code is None and record is not None:
+        code = record.exit_code
+    if code is not None:
+        lines.append(f"  exit code: {code}")
+    if record is not None and record.killed_by:
+        lines.append(f"  signal: {signal_note(record.killed_by)}")
+    if data.get("note"):
+        lines.append(f"  note: {data['note']}")
+    reason = _scheduler_reason(job)
+    if reason:
+        meaning = scheduler_meaning(reason, job.job_id)
+        lines.append(f"  scheduler's reason: {reason}" + (f" ({meaning})" if meaning else ""))
+    lines.append(f"  run directory: {job.run_dir}")
+    err = job.tail(STDERR_LINES, "stderr")
+    if err:
+        lines.append("  last lines of stderr:")
+        lines.extend(f"    | {line}" for line in err.splitlines())
+    else:
+        lines.append("  stderr is empty")
+    if state in ADVICE:
+        lines.append(f"  what to do: {ADVICE[state]}")
+    if state != "COMPLETED":
+        lines.append(NEEDS_RUN)
+    return "\n".join(lines)
+
+
+def wait_for(job, timeout: float | None = 600, progress: bool = True) -> str:
+    """Wait for ``job`` (up to ``timeout`` s); unless it COMPLETED, print ``explain(job)``.
+
+    Returns the state, as ``job.wait()`` does. A job still QUEUED or RUNNING at the timeout
+    keeps its place: wait again, or stop it with ``job.cancel()``.
+
+    >>> from hpcprof_kit.jobs import JobSpec, submit
+    >>> job = submit(JobSpec(system="local", command=["echo", "hi"], ranks_per_node=1))
+    >>> wait_for(job, timeout=60, progress=False)
+    'COMPLETED'
+    """
+    state = job.wait(timeout=timeout, progress=progress)
+    if state != "COMPLETED":
+        print(explain(job))
+    return state

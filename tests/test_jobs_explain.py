@@ -1,0 +1,162 @@
+"""``wait_for`` and ``explain``: what a learner reads when a job fails, hangs or cannot start.
+
+Local jobs run through the kit's local backend; the Slurm ones through the real Slurm on
+localhost (tests/slurm_cluster.py). PBS cannot run here: its test replays the JSON a real
+OpenPBS 23.06.06 server printed (``qstat -x -f -F json``, tests/fixtures/pbs/) through a
+``qstat`` that answers with it, and reads the ``comment`` back through the PBS backend.
+Jobs that must stay running are held on named pipes (tests/gates.py), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.jobs import JobSpec, explain, submit, wait_for
+from hpcprof_kit.jobs.backends.pbs import PbsBackend, comment
+from hpcprof_kit.jobs.explain import ADVICE, NEEDS_RUN
+
+from gates import Gate
+from slurm_cluster import _until
+
+PBS_JSON = Path(__file__).parent / "fixtures" / "pbs" / "openpbs_qstat_x_f_F_json.json"
+
+
+def tiny(system: str, *command: str, **fields) -> JobSpec:
+    fields = {"ranks_per_node": 1, "binding": "none", **fields}
+    return JobSpec(system=system, command=list(command), **fields)
+
+
+def test_a_failed_job_is_explained_with_its_exit_code_stderr_and_advice(capsys):
+    job = submit(tiny("local", "bash", "-c", "echo 'ValueError: batch size 0' >&2; exit 3"))
+    assert wait_for(job, timeout=60, progress=False) == "FAILED"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"job {job.job_id} ended FAILED", "  exit code: 3"]
+    assert lines[lines.index("  last lines of stderr:") + 1] == "    | ValueError: batch size 0"
+    assert lines[-2:] == [f"  what to do: {ADVICE['FAILED']}", NEEDS_RUN]
+    assert "read the stderr lines above" in ADVICE["FAILED"]
+
+
+def test_a_job_still_running_at_the_timeout_offers_cancel(tmp_path, capsys):
+    gate = Gate(tmp_path)
+    job = submit(tiny("local", *gate.command("exit 0")))
+    gate.wait_started()  # the job runs and blocks on the gate until the test releases it
+    assert wait_for(job, timeout=0, progress=False) == "RUNNING"
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"job {job.job_id} has not ended: it is RUNNING"
+    assert "exit code" not in out  # a running job has none yet
+    assert lines[-2] == f"  what to do: {ADVICE['RUNNING']}"
+    assert "wait_for(job)" in lines[-2] and "job.cancel()" in lines[-2]
+    assert job.cancel() == "CANCELLED"
+    text = explain(job)
+    assert text.splitlines()[0] == f"job {job.job_id} ended CANCELLED"
+    assert "  signal: killed by signal 15 (SIGTERM)" in text.splitlines()
+
+
+def test_a_completed_job_prints_nothing(capsys):
+    job = submit(tiny("local", "echo", "fine"))
+    assert wait_for(job, timeout=60, progress=False) == "COMPLETED"
+    assert capsys.readouterr().out == ""
+
+
+# --- PBS: the server's comment, replayed from a real OpenPBS server -----------------------
+
+
+def _replay_qstat(folder: Path) -> None:
+    """A ``qstat`` that answers ``qstat -x -F json -f ID`` as the real server did for ID."""
+    script = folder / "qstat"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"doc = json.load(open({str(PBS_JSON)!r}))\n"
+        "job = sys.argv[-1]\n"
+        "if job not in doc['Jobs']:\n"
+        "    print(f'qstat: Unknown Job Id {job}', file=sys.stderr); sys.exit(153)\n"
+        "doc['Jobs'] = {job: doc['Jobs'][job]}\n"
+        "print(json.dumps(doc, indent=4))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.parametrize(
+    ("job_id", "said"),
+    [
+        ("34.pbshost", "Can Never Run: Not enough total nodes available and terminated"),
+        ("26.pbshost", "Job run at Tue Nov 24 at 19:55 on (pbshost:ncpus=1) and exceeded "
+                       "resource walltime"),
+        ("9.pbshost", "Job run at Tue Nov 24 at 19:53 on (pbshost:ncpus=1) and failed"),
+        ("27.pbshost", None),  # deleted while queued: the server left no comment
+        ("9999.pbshost", None),  # unknown to the server
+    ],
+)  # fmt: skip
+def test_pbs_comment_replayed_from_a_real_openpbs_server(job_id, said, tmp_path, monkeypatch):
+    _replay_qstat(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert PbsBackend().reason(tmp_path, job_id) == said
+
+
+def test_pbs_replay_every_job_comment_is_read_as_the_server_wrote_it():
+    jobs = json.loads(PBS_JSON.read_text())["Jobs"]
+    assert len(jobs) == 18
+    for attrs in jobs.values():
+        assert comment(attrs) == attrs.get("comment")
+    can_never = comment(jobs["34.pbshost"])
+    from hpcprof_kit.jobs.explain import scheduler_meaning
+
+    assert scheduler_meaning(can_never) == (
+        "the request can never fit this server: ask for fewer nodes or another queue"
+    )
+
+
+# --- Slurm: its own Reason, from the real controller --------------------------------------
+
+
+@pytest.fixture
+def cluster_env(slurm_cluster, monkeypatch):
+    for key, value in slurm_cluster.env.items():
+        if key in ("SLURM_CONF", "PATH"):
+            monkeypatch.setenv(key, value)
+    return slurm_cluster
+
+
+def _slurm_reason_set(cluster, job_id: str, timeout: float = 30.0) -> str:
+    """Until Slurm has given the pending job a reason (its scheduler decides when): a gate on
+    the scheduler, as ``SlurmCluster.wait_state`` is, not a poll of the kit."""
+    ok, said = _until(
+        lambda: cluster.run("squeue", "-h", "-j", job_id, "-o", "%r", check=False).stdout.strip(),
+        lambda s: s not in ("", "None"), timeout, interval=0.2,
+    )  # fmt: skip
+    assert ok, f"Slurm gave job {job_id} no reason within {timeout:g} s (last: {said!r})"
+    return said
+
+
+@pytest.mark.slurm
+def test_slurm_job_that_can_never_run_is_explained_with_slurms_reason(cluster_env, capsys):
+    # The test cluster has one node; Slurm accepts a 2-node job and keeps it pending.
+    job = submit(tiny("slurm", "true", nodes=2), backend="slurm")
+    said = _slurm_reason_set(cluster_env, job.job_id)
+    assert wait_for(job, timeout=0, progress=False) == "QUEUED"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"job {job.job_id} has not ended: it is QUEUED"
+    assert said == "PartitionConfig"
+    assert (
+        "  scheduler's reason: PartitionConfig (it asks for more nodes, CPUs or time than the "
+        "partition has: ask for less, or another partition)"
+    ) in lines
+    assert lines[-2] == f"  what to do: {ADVICE['QUEUED']}"
+    assert job.cancel() == "CANCELLED"
+
+
+@pytest.mark.slurm
+def test_slurm_failed_job_is_explained_with_its_stderr_and_slurms_reason(cluster_env, capsys):
+    job = submit(tiny("slurm", "bash", "-c", "echo 'no such input' >&2; exit 7"), backend="slurm")
+    assert wait_for(job, timeout=60, progress=False) == "FAILED"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"job {job.job_id} ended FAILED", "  exit code: 7"]
+    assert "    | no such input" in lines
+    assert lines[-2] == f"  what to do: {ADVICE['FAILED']}"
