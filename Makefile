@@ -26,6 +26,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_s
 test: env
 	$(VENV)/bin/ruff check .
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider --doctest-modules hpcprof_kit
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(NBVAL) notebooks
 
 lint: env

@@ -16,3 +16,22 @@ if "HPCPROF_RUNS_DIR" not in os.environ:
 
 # Kineto's USDT stderr lines break stored-output comparisons; silence them before torch loads.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Docstring examples that need torch or mpi4py are skipped where those are absent (a
+    laptop without the 'local' extra), never in CI (HPCPROF_REQUIRE_ALL=1 runs them and fails)."""
+    import importlib.util
+
+    import pytest
+
+    absent = [m for m in ("torch", "mpi4py") if importlib.util.find_spec(m) is None]
+    if not absent or os.environ.get("HPCPROF_REQUIRE_ALL", "") not in ("", "0"):
+        return
+    for item in items:
+        if type(item).__name__ != "DoctestItem":
+            continue
+        text = Path(str(item.fspath)).read_text(errors="replace")
+        needs = [m for m in absent if f"import {m}" in text or f"{m}." in text]
+        if needs:
+            item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(needs)} (not installed)"))

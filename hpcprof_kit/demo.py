@@ -1,13 +1,13 @@
 """The main job on the embedded default, end to end: spec → script → job → traces → table, plot.
 
 >>> from hpcprof_kit.demo import run_demo
->>> run_dir = run_demo()          # doctest: +SKIP   (about 20 s on 2 CPU cores)
+>>> run_dir = run_demo()  # doctest: +SKIP
 
-What it does: renders a local job script for the DDP Transformer example with a profiler
-schedule (wait=1, warmup=1, active=2, repeat=1), submits it to the local backend (bash + Hydra
-``mpiexec -n 2``), shows progress while it runs, loads the rank traces, prints a per-rank
-step-time table, writes ``timeline.png`` and ``summary.md`` / ``summary.json`` into the run
-directory, and returns that directory.
+It takes about 20 s on 2 CPU cores. What it does: renders a local job script for the DDP
+Transformer example with a profiler schedule (wait=1, warmup=1, active=2, repeat=1), submits it
+to the local backend (bash + Hydra ``mpiexec -n 2``), shows progress while it runs, loads the
+rank traces, prints a per-rank step-time table, writes ``timeline.png`` and ``summary.md`` /
+``summary.json`` into the run directory, and returns that directory.
 """
 
 from __future__ import annotations

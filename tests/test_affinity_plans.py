@@ -3,8 +3,6 @@ clean, launcher strings exact, bad input named, and the ``hpcprof-kit bind`` com
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 
 import pytest
@@ -252,16 +250,6 @@ def test_cli_plan_json_shape_and_presets(capsys):
     names = [row["name"] for row in json.loads(capsys.readouterr().out)]
     assert names == [row["name"] for row in preset_table("aurora")]
     assert {"alcf-4core", "outdated-core0", "depth-8", "none", "auto"} <= set(names)
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["cpulist", "topology", "checks", "plan", "presets", "report", "__init__"],
-)
-def test_affinity_docstring_examples_run(module):
-    name = "hpcprof_kit.affinity" + ("" if module == "__init__" else f".{module}")
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_nb07_checker_accepts_numa_correct_and_hints_on_the_mistake(capsys):

@@ -177,12 +177,3 @@ def test_bad_requests_are_refused(kwargs, message):
     args = {"scheduler": "slurm", "nodes": 1, "ranks_per_node": 4, **kwargs}
     with pytest.raises(SpecError, match=message):
         dynolog_recipe(**args)
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from hpcprof_kit.ondemand import dynolog
-
-    result = doctest.testmod(dynolog)
-    assert result.attempted >= 5 and result.failed == 0

@@ -13,7 +13,6 @@ Select with ``-k hta``; the HTA half needs ../shared/traces and a buildable .ven
 
 from __future__ import annotations
 
-import doctest
 import importlib.util
 import json
 import math
@@ -244,8 +243,3 @@ def test_hta_rank_without_gpu_events_is_an_error(tmp_path):
 )
 def test_hta_kernel_classes(name, kind):
     assert hta_compat.kernel_class(name) == kind
-
-
-def test_hta_compat_docstring_examples_run():
-    result = doctest.testmod(hta_compat)
-    assert result.attempted > 0 and result.failed == 0

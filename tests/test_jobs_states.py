@@ -4,8 +4,6 @@ through stand-in commands that answer, fail or hang as a real scheduler can."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import os
 from pathlib import Path
@@ -271,14 +269,3 @@ def test_silent_scheduler_keeps_the_last_state_and_says_since_when(tmp_path):
     assert job.refresh() == "COMPLETED"
     manifest = run.manifest()
     assert (manifest["note"], manifest["silent_since"], manifest["hosts"]) == ("", None, ["n1"])
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["hpcprof_kit.jobs.backends.outcome", "hpcprof_kit.jobs.backends.identity",
-     "hpcprof_kit.jobs.backends.slurm", "hpcprof_kit.jobs.backends.pbs",
-     "hpcprof_kit.jobs.rundir", "hpcprof_kit.ranks"],
-)  # fmt: skip
-def test_docstring_examples_run(name):
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.failed == 0 and result.attempted > 0

@@ -120,19 +120,6 @@ def test_empty_summary_cannot_be_plotted():
         plot_top_kernels(empty)
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["hpcprof_kit.nsight", "hpcprof_kit.nsight.stats", "hpcprof_kit.nsight.ncu",
-     "hpcprof_kit.nsight.plots", "hpcprof_kit.nsight.plan"],
-)  # fmt: skip
-def test_docstring_examples_run(name):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted and result.failed == 0
-
-
 def test_newer_nsys_banner_lines_are_skipped():
     text = (
         "Generating SQLite file rep_0.sqlite from rep_0.nsys-rep\n"

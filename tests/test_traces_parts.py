@@ -3,8 +3,6 @@ and the parallel load equal to the one-process load (real handwritten fixtures).
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import io
 import shutil
 import warnings
@@ -126,14 +124,6 @@ def test_parallel_load_fills_the_cache_and_the_reload_parses_nothing(tmp_path, m
     monkeypatch.setattr(loader, "_parse", no_parse)  # workers would inherit it too
     again = load(tmp_path, workers=2)
     assert again.equals(first) and again.attrs["ranks"] == first.attrs["ranks"]
-
-
-@pytest.mark.parametrize(
-    "module", ["loader", "parts", "cache", "patterns", "intervals", "stream", "events"]
-)
-def test_traces_docstring_examples_run(module):
-    result = doctest.testmod(importlib.import_module(f"hpcprof_kit.traces.{module}"))
-    assert result.failed == 0 and result.attempted > 0
 
 
 def test_parallel_load_with_spawned_workers_as_on_macos(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ record once; nothing here reads a spec, so data flows one way: spec -> resolved 
 >>> from hpcprof_kit.jobs import JobSpec
 >>> job = JobSpec(system="polaris", nodes=2, ranks_per_node=4, account="P").resolve()
 >>> job.queue.name, job.launch.split()[:5]
-('debug-scaling', ['mpiexec', '-n', '8', '-ppn', '4'])
+('debug', ['mpiexec', '-n', '8', '-ppn', '4'])
 """
 
 from __future__ import annotations
