@@ -64,7 +64,7 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--trace-all", action="store_true", default=unset,
-        help="trace every rank (seed 004's nsys without a rank filter)",
+        help="trace every rank (nsys without a rank filter, as ALCF's sequence-parallel hands-on)",
     )  # fmt: skip
     p.add_argument(
         "--capture-steps", default=unset, metavar="A-B",

@@ -52,8 +52,8 @@ VARIANTS: dict[str, dict[str, object]] = {
     "affinity": {"example": "affinity"},
 }
 
-# Ready scripts of one system only: seed 004's hands-on on Polaris, nsys on every rank of the
-# sequence-parallel app, recording only steps 3-4 (a capture range).
+# Ready scripts of one system only: ALCF's sequence-parallel hands-on on Polaris, nsys on every
+# rank of the sequence-parallel app, recording only steps 3-4 (a capture range).
 SYSTEM_VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "polaris": {
         "seqpar-nsys": {
