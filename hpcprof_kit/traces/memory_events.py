@@ -1,0 +1,259 @@
+"""The args of the ``[memory]`` events, read back from the trace files a trace table came from.
+
+``profile(profile_memory=True)`` writes one instant event per allocation and per free::
+
+    {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 15972,
+     "tid": 15972, "ts": 4701987932099.992, "args": {"Total Reserved": 0,
+     "Total Allocated": 16384, "Bytes": 16384, "Device Id": -1, "Device Type": 0, ...}}
+
+The trace table keeps each of them as a row (track ``instant``, name ``[memory]``) but, like
+every other row, not its args. This module reads the ``[memory]`` objects alone from each file
+named in ``df.attrs["ranks"]`` (streamed piece by piece, never the whole JSON) and matches them
+to the table's rows by rank, schedule cycle, thread and time.
+
+>>> import json, tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+>>> _ = p.write_text(json.dumps({"traceEvents": [
+...     {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10.5,
+...      "args": {"Bytes": 64, "Total Allocated": 64, "Device Type": 0, "Device Id": -1}}]}))
+>>> events = file_memory_events(str(p))
+>>> events["ts_ns"].tolist(), events["bytes"].tolist(), events["device"].tolist()
+([10500], [64], [-1])
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import KitWarning, TraceFormatError
+from .events import Scalar, _exact_ns_many
+from .stream import _clean, _pieces
+
+MEMORY_EVENT = "[memory]"
+_NAME = b'"[memory]"'
+_BRACE = re.compile(rb"[{}]")
+_BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_TAIL = 64 * 1024  # bytes kept between pieces: a [memory] object cut by a piece's end
+# c10::DeviceType numbers torch writes as "Device Type"; host memory is device -1
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 5: "ideep", 6: "hip", 12: "xpu", 13: "mps"}
+DEVICE_TYPES[20] = "privateuse1"
+HOST_TYPES = (0, 2, 5)  # what torch's key_averages counts as CPU memory
+
+
+class _MemArgs(msgspec.Struct, gc=False):
+    bytes: Scalar = msgspec.field(default=None, name="Bytes")
+    allocated: Scalar = msgspec.field(default=None, name="Total Allocated")
+    reserved: Scalar = msgspec.field(default=None, name="Total Reserved")
+    device_type: Scalar = msgspec.field(default=None, name="Device Type")
+    device_id: Scalar = msgspec.field(default=None, name="Device Id")
+    addr: Scalar = msgspec.field(default=None, name="Addr")
+
+
+class _MemEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"0"))
+    args: _MemArgs = msgspec.field(default_factory=_MemArgs)
+
+
+_DECODE = msgspec.json.Decoder(list[_MemEvent])
+
+
+def _object_around(buf: bytes, at: int) -> tuple[int, int] | None:
+    """(start, end) of the JSON object holding the name at ``at``; None while it is cut off
+    at the end of ``buf``; (-1, -1) when ``at`` lies in no object."""
+    start = buf.rfind(b"{", 0, at)
+    while start >= 0 and buf.count(b"{", start, at) <= buf.count(b"}", start, at):
+        start = buf.rfind(b"{", 0, start)  # that object (args) closed before the name
+    if start < 0:
+        return -1, -1
+    # the common layout, in C-level calls: the event's braces and one args object after the name
+    first = buf.find(b"}", at)
+    opened = buf.count(b"{", start, first)
+    if first >= 0 and opened <= 2:
+        end = first if opened == 1 else buf.find(b"}", first + 1)
+        if end >= 0 and buf.find(b"{", first, end) < 0:
+            return start, end + 1
+    depth = 0
+    for m in _BRACE.finditer(buf, start):
+        depth += 1 if m.group() == b"{" else -1
+        if depth == 0:
+            return start, m.end()
+    return None
+
+
+def _memory_objects(path: Path) -> tuple[list[bytes], int | None]:
+    """The text of every object naming ``[memory]`` in the file, and ``baseTimeNanoseconds``."""
+    found: list[bytes] = []
+    base = None
+    buf = b""
+    for piece in _pieces(path, []):  # a cut-short gzip ends early, as the loader's does
+        buf += piece
+        done = 0
+        while (at := buf.find(_NAME, done)) >= 0:
+            span = _object_around(buf, at)
+            if span is None:
+                break
+            if span[0] >= 0:
+                found.append(buf[span[0] : span[1]])
+            done = max(span[1], at + len(_NAME))
+        if base is None and (m := _BASE.search(buf)):
+            base = int(m.group(1))
+        buf = buf[max(done, len(buf) - _TAIL) :]
+    return found, base
+
+
+def _decode(objects: list[bytes]) -> list[_MemEvent]:
+    try:
+        return _DECODE.decode(b"[" + b",".join(objects) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    events = []
+    for text in objects:  # one by one, repairing what the loader repairs
+        for candidate in (text, _clean(text)):
+            try:
+                (event,) = _DECODE.decode(b"[" + candidate + b"]")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            events.append(event)
+            break
+    return events
+
+
+def _ints(values: list[Any], missing: int) -> tuple[np.ndarray, np.ndarray]:
+    """Whole numbers as int64 and where they were present (a number, not null or text)."""
+    try:  # the common case, in C: every value a number (NumPy reads a null as nan)
+        out = np.fromiter(values, np.float64, len(values))
+        if not np.isnan(out).any():
+            return out.astype(np.int64), np.ones(len(values), dtype=bool)
+    except (TypeError, ValueError):
+        pass
+    ok = np.array([isinstance(v, int | float) and v == v for v in values], dtype=bool)
+    out = np.array([int(v) if k else missing for v, k in zip(values, ok, strict=True)])
+    return out.astype(np.int64), ok
+
+
+def _texts(values: list[Any]) -> np.ndarray:
+    """pid / tid values as the trace table's text ("" for null), each distinct value once."""
+    memo = {v: "" if v is None else str(v) for v in set(values)}
+    return np.array(list(map(memo.__getitem__, values)), dtype=object)
+
+
+@lru_cache(maxsize=16)
+def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
+    objects, base = _memory_objects(Path(path))
+    events = [e for e in _decode(objects) if e.ph in ("i", "I") and e.name == MEMORY_EVENT]
+    ts = _exact_ns_many([bytes(e.ts) for e in events]) if events else np.zeros(0, np.int64)
+    # torch >= 2.4 writes ts relative to baseTimeNanoseconds; the loader adds it back
+    if isinstance(base, int) and ts.size and int(ts.max()) < base:
+        ts = ts + base
+    args = [e.args for e in events]
+    nbytes, has_bytes = _ints([a.bytes for a in args], 0)
+    allocated, has_alloc = _ints([a.allocated for a in args], 0)
+    reserved, has_reserved = _ints([a.reserved for a in args], 0)
+    kind, has_kind = _ints([a.device_type for a in args], 0)
+    index, has_index = _ints([a.device_id for a in args], 0)
+    addr, has_addr = _ints([a.addr for a in args], 0)
+    kind[~has_kind] = 0  # no Device Type: host memory, as in torch's own tables
+    host = np.isin(kind, HOST_TYPES)
+    device = np.where(host, -1, np.where(has_index, np.maximum(index, 0), 0))
+    return {
+        "pid": _texts([e.pid for e in events]),
+        "tid": _texts([e.tid for e in events]),
+        "ts_ns": ts,
+        "bytes": nbytes,
+        "has_bytes": has_bytes,
+        "allocated": allocated,
+        "has_allocated": has_alloc,
+        "reserved": reserved,
+        "has_reserved": has_reserved,
+        "device": device.astype(np.int32),
+        "device_type": np.array(
+            [DEVICE_TYPES.get(k, f"type {k}") for k in kind.tolist()], dtype=object
+        ),
+        "addr": addr,
+        "has_addr": has_addr,
+        "bad_ts": ts == np.iinfo(np.int64).min,
+    }
+
+
+def file_memory_events(path: str) -> dict[str, np.ndarray]:
+    """The ``[memory]`` events of one trace file as columns, in file order (read once per
+    version of the file: a rewritten file is read again)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceFormatError(
+            f"the trace file {path!r} that the table was loaded from cannot be read now "
+            f"({exc.strerror}); the [memory] events' sizes are read from it: load the traces "
+            "again from where they are now (traces.load(path))"
+        ) from None
+    return _read(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:
+    """(cycle, source file) of each file one rank of a trace table was loaded from."""
+    sources = meta.get("sources") or [meta.get("source")]
+    cycles = meta.get("cycles") or [meta.get("cycle", 0)]
+    return [(int(c), str(s)) for c, s in zip(cycles, sources, strict=True) if s]
+
+
+def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
+    """The ``[memory]`` events of the ``wanted`` ranks' files, one row each, in file order."""
+    import pandas as pd
+
+    frames = []
+    for rank in wanted:
+        meta = ranks.get(rank)
+        if meta is None:
+            raise TraceFormatError(
+                f"rank {rank} has [memory] rows but no entry in df.attrs['ranks'], so the file "
+                "holding their sizes is unknown; pass the table traces.load returned (pandas "
+                "keeps attrs through filters and sorts, not through every operation)"
+            )
+        for cycle, source in rank_files(meta):
+            cols = file_memory_events(source)
+            n = len(cols["ts_ns"])
+            frame = pd.DataFrame(cols, copy=True)  # the cached arrays stay untouched
+            frame.insert(0, "cycle", np.full(n, cycle, dtype=np.int16))
+            frame.insert(0, "rank", np.full(n, rank, dtype=np.int32))
+            frame["order"] = np.arange(n, dtype=np.int64)
+            frames.append(frame[~frame.pop("bad_ts")])
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def match_rows(rows: Any, events: Any) -> Any:
+    """The file events matching the table's ``[memory]`` rows (key: rank, cycle, pid, tid,
+    ts_ns), each row once, in file order; the row's ``step`` beside it. Rows that no event
+    matches (the file changed since it was loaded) are dropped with a warning."""
+    keys = ["rank", "cycle", "pid", "tid", "ts_ns"]
+    wanted = rows.groupby(keys, observed=True, sort=False).agg(
+        n=("step", "size"), step=("step", "first")
+    )
+    events = events.sort_values(["rank", "cycle", "order"], kind="stable")
+    events["nth"] = events.groupby(keys, sort=False).cumcount()
+    got = events.merge(wanted.reset_index(), on=keys, how="inner")
+    got = got[got["nth"] < got["n"]]
+    lost = len(rows) - len(got)
+    if lost:
+        warnings.warn(
+            f"{lost} of {len(rows)} [memory] rows of the table have no matching event in "
+            "their trace file (rewritten since it was loaded?); they are left out: load the "
+            "traces again to see them",
+            KitWarning,
+            stacklevel=3,
+        )
+    return got
+
+
+__all__ = ["MEMORY_EVENT", "file_memory_events", "match_rows", "rank_files", "read_events"]
