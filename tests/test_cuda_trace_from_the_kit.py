@@ -70,3 +70,16 @@ def test_the_compiled_run_shows_its_compiled_regions():
     compiled = _load("compiled")
     regions = {n for n in compiled["name"].astype(str).unique() if "Torch-Compiled Region" in n}
     assert regions == {f"Torch-Compiled Region: {i}/0" for i in range(3)}
+
+
+def test_host_events_belong_to_the_host_step_not_to_its_short_device_mirror(eager):
+    """CUDA traces mirror each ProfilerStep on the device (a ~1.5 us gpu_user_annotation that
+    starts inside the host's step); events after it are still in the host's step."""
+    host = eager[eager["track"].astype(str).isin(["cpu", "instant"])]
+    steps = host[host["name"].astype(str).str.startswith("ProfilerStep#")]
+    for _, span in steps.iterrows():
+        inside = host[(host["ts_ns"] >= span["ts_ns"])
+                      & (host["ts_ns"] < span["ts_ns"] + span["dur_ns"])]  # fmt: skip
+        assert len(inside) > 500 and (inside["step"] == span["step"]).all()
+    peaks = traces.memory_peaks(eager)
+    assert sorted(peaks.loc[peaks["device"] == 0, "step"]) == [2, 3]

@@ -344,7 +344,10 @@ def _steps(trace: Any, tracks: np.ndarray, track_names: tuple) -> np.ndarray:
         if m:
             step_of_name[i] = int(m.group(1))
     numbers = step_of_name[cols["name"]]
-    is_step = (numbers >= 0) & ~cols["instant"]
+    # the host's ProfilerStep spans only: CUDA traces mirror each one on the device as a short
+    # gpu_user_annotation, which would otherwise end the host's step early for what follows
+    mirror = tracks == track_names.index("gpu_annotation")
+    is_step = (numbers >= 0) & ~cols["instant"] & ~mirror
     if not is_step.any():
         return out
     order = np.argsort(ts[is_step], kind="stable")
