@@ -25,7 +25,7 @@ from . import parts
 from .parts import Part
 
 CACHE_DIR = ".hpcprof-cache"
-FORMAT_VERSION = "3"  # bump when the table or the parser changes meaning
+FORMAT_VERSION = "4"  # bump when the table or the parser changes meaning
 _EDGE = 1024 * 1024
 
 
