@@ -68,7 +68,7 @@ TRACERS: dict[str, dict[str, object]] = {
     "ncu": {
         "title": "NVIDIA Nsight Compute: kernel metrics (set NCU_SET, and NCU_KERNEL to pick a kernel)",
         "setup": [
-            "# --set roofline|detailed|full; -k limits collection to kernels of that name.",
+            "# --set basic|detailed|full|roofline (basic: ncu's default); -k picks kernels by name.",
             'ncu_args=(--set "${NCU_SET:-@SET@}")',
             'if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi',
             'if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi',
@@ -89,11 +89,12 @@ TRACERS: dict[str, dict[str, object]] = {
     },
 }
 
-# Named flag sets per tracer, the default first. More flags, bigger profiles (seed 000: "Based
-# on the number of options, the sizes of the output profiles will vary"): choose what you need.
+# Named flag sets per tracer, the default first. More flags, bigger profiles (ALCF's Aurora
+# profiling guide: "Based on the number of options, the sizes of the output profiles will
+# vary"): choose what you need.
 FLAG_SETS: dict[str, dict[str, list[str]]] = {
     "unitrace": {
-        # seed 000's UNITRACE_OPTS, plus the ITT ranges torch's emit_itt() writes, which reach
+        # the Aurora guide's UNITRACE_OPTS, plus the ITT ranges torch's emit_itt() writes, which reach
         # the timeline only with --chrome-itt-logging (docs: aurora/performance-tools/unitrace.md)
         "standard": [
             "--chrome-mpi-logging", "--chrome-sycl-logging", "--chrome-device-logging",
@@ -111,7 +112,7 @@ FLAG_SETS: dict[str, dict[str, list[str]]] = {
         ],
     },
     "nsys": {
-        # seed 001's NSYS_OPTS: nsys's default traces (CUDA, NVTX, OS runtime) and the summary
+        # the Polaris guide's NSYS_OPTS: nsys's default traces (CUDA, NVTX, OS runtime) and the summary
         "standard": ["--stats=true", "--show-output=true"],
         # CUDA and NVTX only, no CPU sampling or context switches: the smallest report
         "minimal": ["--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--stats=true"],
@@ -199,7 +200,8 @@ def wrapper_script(
     ranks traced (and the selection is checked against that job's shape). ``flag_set`` picks
     one of :data:`FLAG_SETS` (default: the first), ``extra`` adds your own flags, ``capture``
     records only the app's ``capture()`` region (``--capture-steps``), and ``all_ranks``
-    traces every rank (seed 004's nsys without a rank filter) instead of PROFRANK/RANKCUTOFF.
+    traces every rank (nsys without a rank filter, as ALCF's sequence-parallel hands-on does)
+    instead of PROFRANK/RANKCUTOFF.
 
     >>> print(wrapper_script("ncu", "polaris").splitlines()[1])
     # hpcprof-kit tracer wrapper: ncu on polaris
@@ -259,7 +261,7 @@ def _selection_lines(
     if all_ranks:
         shape = f" ({world_size} ranks)" if world_size is not None else ""
         return [
-            f"# Traces every rank{shape}: one report each, as seed 004's nsys without a wrapper.",
+            f"# Traces every rank{shape}: one report each, as nsys runs without a wrapper.",
             "# Usage: bash tracer.sh <command> [args...]",
         ]
     return [

@@ -67,7 +67,7 @@ cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
 #!/usr/bin/env bash
 # hpcprof-kit tracer wrapper: nsys on polaris
 # NVIDIA Nsight Systems: one timeline report per traced rank.
-# Traces every rank (4 ranks): one report each, as seed 004's nsys without a wrapper.
+# Traces every rank (4 ranks): one report each, as nsys runs without a wrapper.
 # Usage: bash tracer.sh <command> [args...]
 set -euo pipefail
 if (( $# == 0 )); then echo "usage: bash tracer.sh <command> [args...]" >&2; exit 2; fi

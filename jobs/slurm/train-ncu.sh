@@ -59,7 +59,7 @@ run_dir="${HPCPROF_RUN_DIR:-$PWD}"
 run="$(basename "$run_dir")"
 out="$run_dir/traces/ncu"
 mkdir -p "$out"
-# --set roofline|detailed|full; -k limits collection to kernels of that name.
+# --set basic|detailed|full|roofline (basic: ncu's default); -k picks kernels by name.
 ncu_args=(--set "${NCU_SET:-detailed}")
 if [[ -n "${NCU_KERNEL:-}" ]]; then ncu_args+=(-k "$NCU_KERNEL"); fi
 if [[ -n "${NCU_LAUNCH_SKIP:-}" ]]; then ncu_args+=(--launch-skip "$NCU_LAUNCH_SKIP"); fi
