@@ -56,6 +56,48 @@ def _nodefile_hosts() -> list[str]:
     return [socket.gethostname()]
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def threads_per_rank(run_dir: Path, env: dict[str, str]) -> dict:
+    """How many OpenMP threads each rank of a local job gets, and who decided.
+
+    Ranks sharing a laptop's cores each start torch with one thread per core by default, and the
+    oversubscribed cores turn every timing into noise. Unless you set ``OMP_NUM_THREADS``
+    yourself (in your environment or the spec's ``env``), each rank gets usable cores / ranks,
+    at least 1. The answer is recorded in the run's manifest.
+
+    >>> import tempfile, json, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "spec.json").write_text(json.dumps({"ranks_per_node": 2, "env": {}}))
+    >>> threads_per_rank(d, {"OMP_NUM_THREADS": "3"})
+    {'value': 3, 'from': 'your environment'}
+    >>> threads_per_rank(d, {})["from"]
+    'cores / ranks'
+    """
+    spec_file = run_dir / "spec.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.is_file() else {}
+    own = (spec.get("env") or {}).get("OMP_NUM_THREADS")
+    if own is not None:
+        return {"value": _as_int(own), "from": "the spec's env"}
+    if env.get("OMP_NUM_THREADS"):
+        return {"value": _as_int(env["OMP_NUM_THREADS"]), "from": "your environment"}
+    ranks = max(int(spec.get("ranks_per_node") or 1), 1)
+    return {"value": max(usable_cores() // ranks, 1), "from": "cores / ranks"}
+
+
+def _as_int(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text  # recorded as given (e.g. "4,2" for nested levels)
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs and is not a zombie. A process that ends between the open and the
     read of its stat file makes the read fail with ESRCH (ProcessLookupError)."""
@@ -91,11 +133,16 @@ class LocalBackend:
             nodes = json.loads(spec_file.read_text()).get("nodes", 1) if spec_file.is_file() else 1
             check_allocation(system, nodes)
         (run_dir / "nodefile").write_text("\n".join(_nodefile_hosts()) + "\n")
+        env = job_environment(run_dir)
+        threads = threads_per_rank(run_dir, env)
+        if threads["from"] == "cores / ranks":
+            env["OMP_NUM_THREADS"] = str(threads["value"])
+        RunDir(run_dir).update(omp_num_threads=threads)
         with open(run_dir / "stdout", "ab") as out, open(run_dir / "stderr", "ab") as err:
             proc = subprocess.Popen(
                 ["bash", "-c", _WRAPPER, WRAPPER_NAME, str(walltime_s)],
                 cwd=run_dir,
-                env=job_environment(run_dir),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
