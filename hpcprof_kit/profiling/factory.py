@@ -172,9 +172,7 @@ class RankProfiler:
         self.profile = profile
         self.writer = writer
         self.first_record = first_record  # (first recorded step, how the schedule gets there)
-        # Opening late means resuming torch's step counter; a build without it opens at once.
-        aligned = all(hasattr(profile, a) for a in ("step_num", "current_action", "schedule"))
-        self.first_step = first_step if aligned else 0
+        self.first_step = first_step  # the first warmup or record step: opened there
         self.last_step = last_step  # step() calls after which nothing more is recorded
         self.steps = 0
         self.opened = False
@@ -193,14 +191,19 @@ class RankProfiler:
         return self
 
     def _open(self) -> None:
-        if self.steps:  # resume torch's counter at this global step
-            prof = self.profile
-            prof.step_num = self.steps
-            prof.current_action = prof.schedule(self.steps)
-            if hasattr(prof, "_prev_schedule_action"):
-                prof._prev_schedule_action = prof.current_action
-        self.profile.__enter__()
+        """Open torch's profiler at global step ``self.steps`` with public calls only: its
+        ``step()`` counts the idle steps before (nothing is started while the schedule says
+        NONE), ``start()`` at the last idle one, and one more ``step()`` enters this step, so
+        the trace says ``ProfilerStep#N`` with the global N."""
+        prof = self.profile
+        for _ in range(self.steps - 1):
+            prof.step()
+        prof.__enter__()
         self.opened = True
+        if self.steps:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=CLEARS_EVENTS)
+                prof.step()
 
     def __exit__(self, *exc: Any) -> None:
         try:
