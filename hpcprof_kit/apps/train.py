@@ -49,8 +49,9 @@ except ImportError:  # the profiling room is optional for the apps: the phases g
 
 
 APP = "train"
-# name: (small default, the ALCF example). The example is the one of seed 002 (ATPESC 2025
-# "PyTorch profiler", section "Running specific examples in this repository"):
+# name: (small default, the ALCF example). The example is the ATPESC 2025 hands-on's
+# (https://github.com/argonne-lcf/ATPESC_MachineLearning, "PyTorch profiler", section "Running
+# specific examples in this repository"):
 #   src = torch.rand((2048, 1, 512)); tgt = torch.rand((2048, 20, 512))
 #   DataLoader(dataset, batch_size=32); model = torch.nn.Transformer(batch_first=True)
 # so the model sizes are torch.nn.Transformer's defaults.
@@ -91,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         "tgt (2048,20,512), batch 32, CrossEntropyLoss, 10 epochs, seed 0",
     )  # fmt: skip
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument(
+        "--sync-steps", action="store_true",
+        help="synchronize the device after forward, backward and the optimizer (per-phase times "
+        "then include the device's work, and the trace loses its asynchronous launches)",
+    )  # fmt: skip
     p.add_argument("--ipex", action="store_true", help="try intel-extension-for-pytorch on XPU")
     add_common_args(p)
     p.set_defaults(seed=None)  # 42, or the example's 0 with --alcf-sizes
@@ -136,6 +142,22 @@ def sizes(alcf: bool) -> dict[str, int]:
     (32, 512)
     """
     return {name: pair[1] if alcf else pair[0] for name, pair in SIZES.items()}
+
+
+def device_sync(dev, sync_steps: bool):
+    """What the loop calls after each phase: the device's ``synchronize`` with ``--sync-steps``
+    on a GPU, else nothing. Without it the host runs ahead of the device, as in real training:
+    the phase times are the host's launch times, and only the loss read at each step's end
+    (``loss.item()``, as a loop that logs its loss) waits for the device.
+
+    >>> import torch
+    >>> device_sync(torch.device("cuda"), sync_steps=False)()   # no call to the device
+    """
+    import torch
+
+    if sync_steps and dev.type in ("cuda", "xpu"):
+        return getattr(torch, dev.type).synchronize
+    return lambda: None
 
 
 @trace_func
@@ -211,9 +233,7 @@ def _train(argv: list[str] | None) -> int:
             "optimizer": [],
             "step": [],
         }
-        sync = (
-            getattr(torch, dev.type).synchronize if dev.type in ("cuda", "xpu") else (lambda: None)
-        )
+        sync = device_sync(dev, args.sync_steps)
         step = 0
         window = step_capture(args)  # --capture-steps: only these steps are recorded
         with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
@@ -231,13 +251,14 @@ def _train(argv: list[str] | None) -> int:
                             optimizer.step()
                             sync()
                         t3 = time.perf_counter()
+                        losses.append(loss.item())  # waits for the device's step
+                        t4 = time.perf_counter()
                     prof.step()
                     if step >= args.warmup:
                         for key, dt in zip(
-                            timings, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True
+                            timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t0), strict=True
                         ):
                             timings[key].append(dt)
-                    losses.append(loss.item())
                     step += 1
                     report_progress(info.rank, step, args.epochs * len(loader))
                 if info.rank == 0:
@@ -249,7 +270,8 @@ def _train(argv: list[str] | None) -> int:
         folder = timings_dir(args)
         params = {**size, "epochs": args.epochs, "steps_per_epoch": len(loader),
                   "warmup": args.warmup, "steps": step, "lr": lr, "compile": args.compile,
-                  "loss": "CrossEntropyLoss", "alcf_sizes": args.alcf_sizes}  # fmt: skip
+                  "loss": "CrossEntropyLoss", "alcf_sizes": args.alcf_sizes,
+                  "sync_steps": args.sync_steps}  # fmt: skip
         if folder is not None:
             write_timings(
                 folder, timing_record(APP, info, info.local_rank, "float32", params, timings)
