@@ -25,7 +25,8 @@ from pathlib import Path
 # A code cell matching this draws a plot or shows a widget, and must be declared below.
 SHOWS_SOMETHING = re.compile(
     r"\b(?:plot_\w+|draw_plan|schedule_explorer|job_form|job_monitor|timeline_zoom)\s*\("
-    r"|progress\s*=\s*True|\.fig\b|\bipywidgets\b|\bplt\.show\(|\bdisplay\(\s*(?:fig|\w*plot)"
+    r"|progress\s*=\s*True|\bwait_for\((?![^)]*progress\s*=\s*False)"
+    r"|\.fig\b|\bipywidgets\b|\bplt\.show\(|\bdisplay\(\s*(?:fig|\w*plot)"
 )  # display(a_table) shows no picture: not listed
 
 VIAS = ("png", "html", "widget")
@@ -46,7 +47,7 @@ class Shows:
 
 NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
     "00_quickstart": (
-        Shows("job.wait(progress=True)", widgets=1),  # the job's progress bar
+        Shows("wait_for(job, timeout=600)", widgets=1),  # the job's progress bar
         Shows("timeline = traces.plot_timeline(df)"),  # kept; the next cell shows it
         Shows("timeline.fig", images=1, via="png"),
         Shows("schedule_explorer(", widgets=1, images=1, via="widget"),
