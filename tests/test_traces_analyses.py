@@ -215,21 +215,6 @@ def test_parts_always_add_up_to_the_step_wall_time(evs):
     assert (bd[PART_COLS].sum(axis=1) == bd["wall_ns"]).all()
 
 
-def test_nb05_exercise_checker(capsys):
-    from hpcprof_kit.exercises import nb05
-
-    df = table(CPU_STEP)  # rank 0 waits 200 ns for the all-reduce that no compute hides
-    assert nb05.exposed_comm_ms_per_step(df) == pytest.approx(200e-6)
-    assert nb05.check_exposed_comm_ms(df, 200e-6) is True
-    assert capsys.readouterr().out == (
-        "Correct - rank 0 waits 0.00 ms per step for communication that no compute hides.\n"
-    )
-    assert nb05.check_exposed_comm_ms(df, 300e-6) is False  # all comm, hidden included
-    assert "Hint: Take step_breakdown(df), keep rank 0's rows, average exposed_comm_ns" in (
-        capsys.readouterr().out
-    )
-
-
 @settings(max_examples=60, deadline=None)
 @given(evs=events)
 def test_comm_overlap_is_the_breakdown_summed(evs):

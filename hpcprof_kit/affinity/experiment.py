@@ -87,6 +87,19 @@ class Experiment:
             steps = quiet if len(quiet) else steps
         return steps.groupby("rank")["seconds"].median().mul(1e3).rename("median_step_ms")
 
+    def step_samples(self, name: str) -> list[float]:
+        """Each timed step of plan ``name``'s job (ms), as long as its slowest rank took (DDP
+        makes the others wait), profiled steps left out as in :meth:`step_times`: the samples
+        that :func:`hpcprof_kit.comparison.compare_variants` compares across plans."""
+        from hpcprof_kit.timing import load_timings
+
+        t = load_timings(self.jobs[name].run_dir)
+        steps = t[t["op"] == "step"]
+        if self.profiled_from is not None:
+            quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
+            steps = quiet if len(quiet) else steps
+        return (steps.groupby("iteration")["seconds"].max() * 1e3).tolist()
+
     def profiles(self, n: int = 5):
         """Each plan's profiled steps: step time and its top ``n`` ops, one row per plan
         (:func:`hpcprof_kit.affinity.profiles.compare_profiles`)."""

@@ -9,6 +9,15 @@ from hpcprof_kit.exercises import feedback
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+# What would give the share away above the check cell (tests/test_exercises_hidden.py): a table
+# with a comm_share column, or a cell that computes or draws it (the traces' breakdown too).
+HIDDEN = {
+    "check_comm_share": {
+        "text": [r"comm_share", r"comm share"],
+        "code": ["compute_vs_comm", "plot_compute_vs_comm", "step_breakdown", "comm_share"],
+    }
+}
+
 
 def comm_share(table: pd.DataFrame, dtype: str, world_size: int) -> float:
     """Communication / step time of one configuration, from ``timing.compute_vs_comm``."""
@@ -28,13 +37,16 @@ def check_comm_share(
 ) -> bool:
     """Check the learner's comm share (a fraction 0..1) of ``dtype`` on ``world_size`` ranks.
 
-    >>> check_comm_share(None, None)
-    Not yet. Hint: In compute_vs_comm(t), find the float32 row with world_size 2 and read comm_share (a fraction, not %).
+    >>> check_comm_share(None, None)  # doctest: +NORMALIZE_WHITESPACE
+    Not yet. Hint: Keep the float32 rows with world_size 2; communication is the all_gather and
+    reduce_scatter ops. Their mean time per step (over ranks and iterations) divided by the
+    mean 'step' time is the share (a fraction, not %).
     False
     """
     hint = (
-        f"In compute_vs_comm(t), find the {dtype} row with world_size {world_size} and read "
-        "comm_share (a fraction, not %)."
+        f"Keep the {dtype} rows with world_size {world_size}; communication is the all_gather "
+        "and reduce_scatter ops. Their mean time per step (over ranks and iterations) divided by "
+        "the mean 'step' time is the share (a fraction, not %)."
     )
     if answer is None or table is None:
         return feedback(False, hint=hint)
@@ -43,5 +55,10 @@ def check_comm_share(
     return feedback(
         ok,
         hint=hint,
-        well_done=f"Correct - {100 * right:.0f}% of a {dtype} step on {world_size} ranks is communication.",
+        well_done=f"Correct - {100 * right:.0f}% of a {dtype} step on {world_size} ranks is "
+        + (
+            "communication: the step is communication-bound."
+            if right > 0.5
+            else "communication: compute still takes most of the step."
+        ),
     )

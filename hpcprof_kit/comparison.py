@@ -1,0 +1,187 @@
+"""Is a difference between variants larger than the noise?
+
+Two runs (eager vs compiled, two binding plans, two dtypes) never take exactly the same time:
+each step varies. ``compare_variants`` summarises each variant's repeated measurements (step
+times, say) by their median and spread; ``noise_verdict`` says, from those numbers only,
+whether the medians differ by more than the noise, one sentence per variant.
+
+The rule: a difference is larger than the noise when the variants' p10-p90 ranges (where the
+middle 80 % of each variant's values lie) do not overlap. Otherwise it is "within noise": run
+more steps, or on a quieter machine, before drawing a conclusion.
+
+>>> table = compare_variants({"eager": [10, 11, 12, 11, 10], "compiled": [5, 6, 5, 6, 5]})
+>>> print(noise_verdict(table))  # doctest: +NORMALIZE_WHITESPACE
+compiled is faster than eager: median 5.00 ms vs 11.00 ms, 2.20x; the p10-p90 ranges do not
+overlap (5.00-6.00 ms vs 10.00-11.60 ms): larger than the noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from hpcprof_kit.errors import SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["MIN_SAMPLES", "compare_variants", "difference", "noise_verdict"]
+
+MIN_SAMPLES = 3  # fewer values have no spread worth the name
+
+
+def _check_samples(samples: Mapping[str, Sequence[float]]) -> dict[str, list[float]]:
+    if not isinstance(samples, Mapping) or not samples:
+        raise SpecError(
+            f"samples={samples!r} holds no variants; pass a dict such as "
+            "{'eager': [step times...], 'compiled': [step times...]}"
+        )
+    checked: dict[str, list[float]] = {}
+    for name, values in samples.items():
+        try:
+            numbers = [float(v) for v in values]
+        except (TypeError, ValueError) as exc:
+            raise SpecError(
+                f"samples[{name!r}] must be a sequence of numbers (durations); got "
+                f"{values!r}: {exc}"
+            ) from None
+        if len(numbers) < MIN_SAMPLES:
+            raise SpecError(
+                f"samples[{name!r}] has {len(numbers)} value(s); a spread needs at least "
+                f"{MIN_SAMPLES}: record more steps (a longer profiler active window or more "
+                "iterations) for this variant"
+            )
+        bad = [v for v in numbers if not math.isfinite(v)]
+        if bad:
+            raise SpecError(
+                f"samples[{name!r}] holds {bad[0]!r}; every value must be a finite number: "
+                "drop the steps that did not complete"
+            )
+        checked[str(name)] = numbers
+    return checked
+
+
+def compare_variants(
+    samples: Mapping[str, Sequence[float]], baseline: str | None = None, unit: str = "ms"
+) -> pd.DataFrame:
+    """One row per variant: ``n``, ``median``, ``p10``, ``p90``, ``spread`` (p90 - p10) in
+    ``unit``, and ``ratio``, the variant's median over the baseline's (below 1: faster).
+
+    ``samples`` maps a variant's name to its repeated durations (at least 3 each, lower is
+    faster); ``baseline`` is one of its names, the first one when left out. The baseline and
+    unit travel in ``table.attrs`` for :func:`noise_verdict`.
+
+    >>> compare_variants({"eager": [10, 11, 12], "compiled": [5, 6, 7]})  # doctest: +NORMALIZE_WHITESPACE
+              n  median   p10   p90  spread  ratio
+    variant
+    eager     3    11.0  10.2  11.8     1.6  1.000
+    compiled  3     6.0   5.2   6.8     1.6  0.545
+    """
+    import numpy as np
+    import pandas as pd
+
+    checked = _check_samples(samples)
+    if baseline is None:
+        baseline = next(iter(checked))
+    if baseline not in checked:
+        raise SpecError(
+            f"baseline={baseline!r} is not one of the variants {list(checked)}; pass one of "
+            "them, or leave baseline out to compare against the first"
+        )
+    rows = {}
+    for name, values in checked.items():
+        arr = np.asarray(values, dtype=float)
+        p10, median, p90 = (float(np.percentile(arr, q)) for q in (10, 50, 90))
+        rows[name] = {"n": arr.size, "median": median, "p10": p10, "p90": p90,
+                      "spread": p90 - p10}  # fmt: skip
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    base = table.loc[baseline, "median"]
+    table["ratio"] = (table["median"] / base if base else np.nan).round(3)
+    table.index.name = "variant"
+    table.attrs.update(baseline=baseline, unit=unit)
+    return table
+
+
+def _numbers(table: pd.DataFrame, name: str) -> dict:
+    """The figures behind one variant's verdict against the baseline."""
+    row, base = table.loc[name], table.loc[table.attrs["baseline"]]
+    return {
+        "overlap": not (row["p10"] > base["p90"] or row["p90"] < base["p10"]),
+        "faster": row["median"] < base["median"],
+        "rows": (row, base),
+    }
+
+
+def difference(table: pd.DataFrame, name: str) -> str:
+    """``"faster"``, ``"slower"`` or ``"within noise"``: variant ``name`` against the baseline of
+    a :func:`compare_variants` table, by the module's rule.
+
+    >>> difference(compare_variants({"eager": [10, 11, 12], "compiled": [5, 6, 7]}), "compiled")
+    'faster'
+    """
+    _check_table(table)
+    if name not in table.index or name == table.attrs["baseline"]:
+        others = [str(n) for n in table.index if n != table.attrs["baseline"]]
+        raise SpecError(
+            f"name={name!r} is not a variant compared with the baseline "
+            f"{table.attrs['baseline']!r}; pass one of {others}"
+        )
+    n = _numbers(table, name)
+    if n["overlap"]:
+        return "within noise"
+    return "faster" if n["faster"] else "slower"
+
+
+def _verdict(table: pd.DataFrame, name: str) -> str:
+    """One sentence; the figures in the order of the names it gives."""
+    baseline, unit = table.attrs["baseline"], table.attrs.get("unit", "ms")
+    n = _numbers(table, name)
+    row, base = n["rows"]
+    noise = difference(table, name) == "within noise"
+    first, second = (row, base) if noise or n["faster"] else (base, row)
+    medians = f"median {first['median']:.2f} {unit} vs {second['median']:.2f} {unit}"
+    ranges = (
+        f"{first['p10']:.2f}-{first['p90']:.2f} {unit} vs "
+        f"{second['p10']:.2f}-{second['p90']:.2f} {unit}"
+    )
+    if noise:
+        return (
+            f"{name} vs {baseline}: within noise ({medians}; the p10-p90 ranges overlap: {ranges})."
+        )
+    fast, slow = (name, baseline) if n["faster"] else (baseline, name)
+    ratio = second["median"] / first["median"] if first["median"] > 0 else math.inf
+    return (
+        f"{fast} is faster than {slow}: {medians}, {ratio:.2f}x; the p10-p90 ranges do not "
+        f"overlap ({ranges}): larger than the noise."
+    )
+
+
+def _check_table(table) -> None:
+    needed = {"median", "p10", "p90", "spread"}
+    baseline = getattr(table, "attrs", {}).get("baseline")
+    if baseline is None or not needed <= set(getattr(table, "columns", ())):
+        raise SpecError(
+            f"table={type(table).__name__} is not a comparison table (it needs the columns "
+            f"{sorted(needed)} and its baseline in .attrs); make it with compare_variants(samples)"
+        )
+
+
+def noise_verdict(table: pd.DataFrame) -> str:
+    """One sentence per variant other than the baseline: is its difference from the baseline
+    larger than the noise? Computed from ``table``'s numbers (see the module's rule).
+
+    >>> table = compare_variants({"plan a": [10, 14, 11, 13], "plan b": [11, 12, 13, 12]})
+    >>> print(noise_verdict(table))  # doctest: +NORMALIZE_WHITESPACE
+    plan b vs plan a: within noise (median 12.00 ms vs 12.00 ms; the p10-p90 ranges overlap:
+    11.30-12.70 ms vs 10.30-13.70 ms).
+    """
+    _check_table(table)
+    baseline = table.attrs["baseline"]
+    others = [str(n) for n in table.index if n != baseline]
+    if not others:
+        raise SpecError(
+            f"table holds only its baseline {baseline!r}; compare_variants needs at least two "
+            "variants to compare"
+        )
+    return "\n".join(_verdict(table, name) for name in others)
