@@ -7,6 +7,19 @@ from hpcprof_kit.exercises import feedback
 # The exercise's schedule (shown in the notebook).
 EXERCISE = {"wait": 2, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 1, "steps": 16}
 
+# What would give the answer away above the check (tests/test_exercises_hidden.py): the
+# steps themselves, or a schedule table or strip drawn for the exercise's schedule.
+HIDDEN = {
+    "check_second_trace": {
+        "text": [r"\b10\D{1,6}11\D{1,6}12\b", r"#10 to #12"],
+        "code": ["**EXERCISE", "steps_in_trace("],
+    },
+    "check_my_trace": {
+        "text": [r"ProfilerStep\s*\[2, 3\]", r"ProfilerStep#2\b[^\n]*#3\b"],
+        "code": ["recorded_steps(", "format_schedule(", "plot_schedule("],
+    },
+}
+
 
 def steps_in_trace(trace: int, **schedule: int) -> list[int]:
     """The loop steps (ProfilerStep#N numbers) that land in trace ``trace`` (0-based).
@@ -31,4 +44,41 @@ def check_second_trace(answer: list[int] | None) -> bool:
         sorted(answer or []) == right,
         hint="skip_first comes once; then each cycle is wait + warmup + active = 6 steps. Count from step 0.",
         well_done=f"Correct - the second trace holds ProfilerStep#{right[0]} to #{right[-1]}.",
+    )
+
+
+def check_my_trace(answer: list[int] | None, run_dir) -> bool:
+    """Check the learner's prediction against the ProfilerStep numbers their own job's traces
+    hold (every rank's ``traces/my_train-*.json`` must hold the same steps).
+
+    >>> import json, tempfile, pathlib
+    >>> run = pathlib.Path(tempfile.mkdtemp()); (run / "traces").mkdir()
+    >>> span = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 1, "dur": 1}
+    >>> _ = (run / "traces" / "my_train-0-of-1.json").write_text(json.dumps({"traceEvents": [span]}))
+    >>> check_my_trace([2], run)
+    Correct - every rank's trace holds ProfilerStep [2].
+    True
+    """
+    from pathlib import Path
+
+    from hpcprof_kit.profiling import recorded_steps
+
+    files = sorted((Path(run_dir) / "traces").glob("my_train-*.json"))
+    if not files:
+        print(
+            f"No traces/my_train-*.json in {run_dir}: did the job complete (wait_for(mine))? "
+            "Did the script reach export_chrome_trace?"
+        )
+        return False
+    found = {f.name: recorded_steps(f) for f in files}
+    steps = sorted({tuple(s) for s in found.values()})
+    if len(steps) != 1:
+        print(f"The ranks recorded different steps: {found}")
+        return False
+    right = list(steps[0])
+    return feedback(
+        sorted(answer or []) == right,
+        hint="step 0 is the wait step, step 1 the warmup; active=2 steps follow; "
+        "count prof.step() calls from 0.",
+        well_done=f"Correct - every rank's trace holds ProfilerStep {right}.",
     )

@@ -58,7 +58,8 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
         Shows("traces.plot_timeline(df)", images=1, via="html"),
         Shows("traces.plot_breakdown(bd)", images=1, via="html"),
         Shows("traces.plot_rank_heatmap(df)", images=1, via="html"),
-        Shows('traces.plot_same_name(df, "aten::mm")', images=1, via="html"),
+        Shows('traces.plot_same_name(df, "aten::linear")', images=1, via="html"),
+        Shows("traces.plot_memory(df)", images=1, via="html"),
         Shows("timeline_zoom(", widgets=1, images=1, via="widget"),  # issue #16's zoom
     ),
     "07_affinity_exercise": (
