@@ -89,8 +89,8 @@ def compile_note(compiling: bool, profiling: bool, *, stream: Any = None) -> str
         return None
     text = (
         "note: torch.compile is on: record_function ranges inside compiled regions are ignored "
-        "(the trace shows the compiled graph as one block); profile once without --compile to "
-        "see your own ranges"
+        "(the trace shows the compiled graph as one block); ranges around the call of the "
+        "compiled model, such as forward and backward, stay"
     )
     print(text, file=stream if stream is not None else sys.stderr)
     return text
