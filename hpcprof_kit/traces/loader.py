@@ -71,17 +71,28 @@ def find_trace_files(path_or_dir_or_glob: TracePaths) -> list[Path]:
             raise TraceFormatError(
                 f"{text!r} is a run directory without a traces/ folder; run the job with "
                 "profiling on (profile=True, or make_profiler in your script) to get traces"
+                + _why_no_traces(p.parent)
             )
     if p.is_dir():
         files = [f for f in sorted(p.iterdir()) if f.is_file() and f.name.endswith(TRACE_SUFFIXES)]
     else:
         files = [Path(f) for f in sorted(glob.glob(text)) if Path(f).is_file()]
     if not files:
+        run_dir = next((d for d in (p, p.parent) if (d / "manifest.json").is_file()), None)
         raise TraceFormatError(
             f"no trace files at {text!r}: expected a .json/.json.gz file, a folder holding "
             "them, or a glob such as 'traces/*.json.gz'"
+            + (_why_no_traces(run_dir) if run_dir is not None else "")
         )
     return files
+
+
+def _why_no_traces(run_dir: Path) -> str:
+    """The reason a run wrote no trace, as the end of the loader's message ('' if unknown)."""
+    from hpcprof_kit.profiling.script_check import why_no_traces
+
+    reason = why_no_traces(run_dir)
+    return f". Why: {reason}" if reason else ""
 
 
 def load_file(
