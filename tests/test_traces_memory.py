@@ -94,8 +94,7 @@ def test_timeline_is_what_torch_wrote_and_its_running_sum_is_total_allocated(rec
     allocated = tl["allocated_bytes"].to_numpy(np.int64)
     running = np.cumsum(tl["bytes"].to_numpy())
     assert (allocated - allocated[0] == running - running[0]).all()
-    # ... and this trace starts from zero (all the warm-up step allocated was freed by then)
-    assert (allocated == running).all()
+    # (not from zero: what earlier code in the same process still holds is counted in it)
 
 
 def test_memory_by_op_is_torchs_own_self_cpu_memory(recorded):
