@@ -113,7 +113,7 @@ def why_no_traces(run_dir: str | Path) -> str | None:
         return None
     reasons = []
     state = manifest.get("state")
-    if state != "COMPLETED":
+    if state and state != "COMPLETED":  # a manifest without a state says nothing here
         code = manifest.get("exit_code")
         reasons.append(
             f"the run is {state}" + (f" (exit code {code})" if code is not None else "")
