@@ -24,7 +24,10 @@ HTA_VERSION = "0.5.0"
 # msgspec: bench_loader's child imports it in whichever environment it runs
 REQUIREMENTS = [f"holistictraceanalysis=={HTA_VERSION}", "pandas<3", "msgspec"]
 
-# HTA's temporal breakdown and comm/compute overlap of one trace directory, as JSON on stdout.
+# HTA's analyses of one trace directory, as JSON on stdout: one list of row dicts per analysis.
+# The idle time breakdown and the launch stats cover every rank (HTA's default is rank 0 only)
+# and otherwise run with HTA's default arguments; an analysis HTA fails on gives {"error": ...}
+# so the others still come back.
 FIGURES = r"""
 import json, logging, math, sys, warnings
 warnings.simplefilter("ignore")
@@ -32,12 +35,29 @@ from hta.trace_analysis import TraceAnalysis
 from hta.configs.config import logger
 logger.setLevel(logging.ERROR)
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+ranks = analyzer.t.get_ranks()
+
+def rows(frame):
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]
+
+def launch_stats():
+    per_rank = analyzer.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+    return [dict(row, rank=rank) for rank, frame in per_rank.items() for row in rows(frame)]
+
 out = {}
 for name, frame in (("temporal_breakdown", analyzer.get_temporal_breakdown(visualize=False)),
                     ("comm_comp_overlap", analyzer.get_comm_comp_overlap(visualize=False))):
-    rows = frame.to_dict(orient="records")
-    out[name] = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                  for k, v in row.items()} for row in rows]
+    out[name] = rows(frame)
+for name, run in (
+    ("idle_time_breakdown",
+     lambda: rows(analyzer.get_idle_time_breakdown(ranks=ranks, visualize=False)[0])),
+    ("cuda_kernel_launch_stats", launch_stats),
+):
+    try:
+        out[name] = run()
+    except Exception as exc:
+        out[name] = {"error": f"{type(exc).__name__}: {exc}"}
 print(json.dumps(out, default=lambda v: v.item()))
 """
 
@@ -81,9 +101,13 @@ def ensure_hta(venv: Path = HTA_VENV, quiet: bool = False) -> str | None:
 
 
 def hta_figures(python: str, trace_dir: Path, timeout: float = 300) -> dict:
-    """HTA's ``get_temporal_breakdown()`` and ``get_comm_comp_overlap()`` of ``trace_dir``
+    """HTA's ``get_temporal_breakdown()``, ``get_comm_comp_overlap()``,
+    ``get_idle_time_breakdown()`` and ``get_cuda_kernel_launch_stats()`` of ``trace_dir``
     (one trace file per rank), computed by HTA itself in the interpreter ``python``: a dict
-    with one list of row dicts per analysis, under HTA's column names.
+    with one list of row dicts per analysis, under HTA's column names (keys
+    ``temporal_breakdown``, ``comm_comp_overlap``, ``idle_time_breakdown`` and
+    ``cuda_kernel_launch_stats``, whose rows also name their ``rank``). The last two cover
+    every rank and are ``{"error": ...}`` where HTA fails on them.
 
     Raises RuntimeError with HTA's last error line when it fails.
     """

@@ -189,9 +189,11 @@ def _launch_lookup(rank, corr, runtime, start):
     keys = key[order]
 
     def lookup(which: np.ndarray) -> np.ndarray:
+        out = np.full(which.size, np.nan)
+        if keys.size == 0:
+            return out
         pos = np.searchsorted(keys, key[which], side="right") - 1
         hit = (pos >= 0) & (keys[np.maximum(pos, 0)] == key[which]) & (corr[which] >= 0)
-        out = np.full(which.size, np.nan)
         out[hit] = start[order[pos[hit]]]
         return out
 
