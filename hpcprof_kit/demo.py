@@ -49,7 +49,8 @@ def demo_spec(ranks: int = 2, steps: int = 6):
 def summarize(run_dir: Path, df, steps_table) -> dict:
     """Per-rank summary of a finished run: events, recorded steps, step times, breakdown.
 
-    ``steps_table`` is :func:`hpcprof_kit.traces.rank_steps` (steps × ranks, in ms).
+    ``steps_table`` is :func:`hpcprof_kit.traces.rank_steps` of the wall times
+    (``value="wall"``: steps × ranks, in ms).
     """
     from hpcprof_kit.traces import step_breakdown
 
@@ -73,7 +74,9 @@ def _write_summary(run_dir: Path, summary: dict, table_text: str) -> None:
     lines = [
         f"# Demo run {run_dir.name}",
         "",
-        "Step time per rank (ms) for the recorded steps; straggler = slowest rank:",
+        "Time each rank worked before waiting for communication (ms), per recorded step;",
+        "straggler = the rank the others waited for (-1 when the slowest ranks tie),",
+        "cost_ms = how long they waited for it:",
         "",
         "```",
         table_text,
@@ -111,7 +114,8 @@ def run_demo(runs_root: str | Path | None = None, progress: bool = True) -> Path
     print(table_text)
     fig, _ = _as_fig_and_table(traces.plot_timeline(df))
     fig.savefig(run_dir / "timeline.png", dpi=110, bbox_inches="tight")
-    _write_summary(run_dir, summarize(run_dir, df, steps), table_text)
+    walls = traces.rank_steps(df, value="wall")
+    _write_summary(run_dir, summarize(run_dir, df, walls), table_text)
     return run_dir
 
 

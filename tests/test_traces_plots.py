@@ -130,8 +130,11 @@ def test_breakdown_and_heatmap_draw_the_spread_above_max_ranks():
     wall = parts.table.query("part == 'wall'").set_index("step")
     assert wall["max_ms"].tolist() == (bd.groupby("step")["wall_ns"].max() / 1e6).tolist()
     assert wall["ranks"].tolist() == [3] * len(wall)
-    heat = P.plot_rank_heatmap(df, max_ranks=2)
+    heat = P.plot_rank_heatmap(A.rank_steps(df, value="wall"), max_ranks=2)
     assert heat.fig.axes[0].get_images() == []
     assert heat.table.loc[1, ["min_ms", "median_ms", "max_ms"]].tolist() == [1.0, 2.0, 3.0]
+    busy = P.plot_rank_heatmap(df, max_ranks=2).table  # the default: time before waiting
+    exposed = bd.groupby("step")["exposed_comm_ns"].max() / 1e6
+    assert busy.loc[1, "max_ms"] == 3.0 - exposed.loc[1]
     assert heat.table.loc[1, "worst_ranks"] == (2, 1, 0)
     assert heat.table.attrs["slowest_ranks"][0] == 2

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hpcprof_kit.errors import TraceFormatError
+from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces import intervals as iv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -337,25 +337,98 @@ def comm_overlap(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
-def rank_steps(df: pd.DataFrame) -> pd.DataFrame:
-    """Step wall time (ms) per step (rows) x rank (columns), with the straggler and the spread.
+# A step's straggler must lead the next rank by more than this share of the step's median
+# busy time (and by TIE_MIN_NS); closer than that the ranks are named together as a tie.
+TIE_SHARE = 0.01
+TIE_MIN_NS = 10_000
+STEP_VALUES = ("busy", "wall", "wait")
+SUMMARY_COLUMNS = ("straggler", "tied", "cost_ms", "spread_ms", "spread_pct")
 
-    ``straggler`` is the slowest rank of the step, ``spread_ms`` = slowest - fastest and
-    ``spread_pct`` the spread relative to the median rank.
+
+def busy_and_wait(b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a :func:`step_breakdown` table: the time the rank worked before it waited
+    (``wall - exposed_comm``) and the time it waited for communication (``exposed_comm``), ns.
+    """
+    wall = b["wall_ns"].to_numpy(dtype=np.int64)
+    wait = b["exposed_comm_ns"].to_numpy(dtype=np.int64)
+    return wall - wait, wait
+
+
+def step_stragglers(ranks: np.ndarray, busy: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row of ``busy`` (steps x ranks, ns, NaN where a rank lacks the step): the straggler
+    (-1 on a tie or an empty row), the ranks tied with the slowest (text, ``""`` when there is
+    one straggler) and the straggler's cost: how much longer it worked than the median rank,
+    which is how long the others wait for it (ns).
+
+    >>> s = step_stragglers(np.array([0, 1, 2]), np.array([[10e6, 16e6, 10e6], [5e6, 5e6, 4e6]]))
+    >>> s["straggler"].tolist(), s["tied"].tolist(), s["cost_ns"].tolist()
+    ([1, -1], ['', '0,1'], [6000000.0, 0.0])
+    """
+    rows = busy.shape[0]
+    straggler = np.full(rows, -1, dtype=np.int64)
+    tied = np.full(rows, "", dtype=object)
+    cost = np.full(rows, np.nan)
+    for i in range(rows):
+        row = busy[i]
+        ok = ~np.isnan(row)
+        if not ok.any():
+            continue
+        top = row[ok].max()
+        median = float(np.median(row[ok]))
+        close = ok & (row >= top - max(TIE_SHARE * median, TIE_MIN_NS))
+        cost[i] = top - median
+        if close.sum() == 1:
+            straggler[i] = int(ranks[close][0])
+        else:
+            tied[i] = ",".join(str(int(r)) for r in ranks[close])
+    return {"straggler": straggler, "tied": tied, "cost_ns": cost}
+
+
+def rank_steps(df: pd.DataFrame, value: str = "busy") -> pd.DataFrame:
+    """Per step (rows) x rank (columns), in ms, the time each rank **worked** in the step
+    before it waited for communication (``value="busy"``: wall - exposed comm; the default),
+    its step wall time (``"wall"``) or the time it waited (``"wait"``: exposed comm); then
+    the straggler and the spread.
+
+    In synchronous training every rank's step ends together: the others wait in the
+    collective for the last one to arrive, so wall times are alike and cannot show a
+    straggler. The straggler is the rank that works longest before the collective (and so
+    waits least); its ``busy`` is the brightest cell of the heatmap. Columns after the ranks:
+
+    - ``straggler``: that rank, or -1 when two or more ranks are within 1 % of the step's
+      median busy time (at least 10 µs) of the longest: then ``tied`` names them (``"0,3"``);
+    - ``cost_ms``: how much longer the straggler worked than the median rank, which is how
+      long the others wait for it in this step;
+    - ``spread_ms``, ``spread_pct``: the largest minus the smallest value of the row, and
+      that relative to the row's median.
+
+    ``df`` is a trace table or a :func:`step_breakdown` result; ``attrs["value"]`` says which
+    value the rank columns hold.
 
     >>> from hpcprof_kit import traces                       # doctest: +SKIP
     >>> traces.rank_steps(traces.load("runs/x/traces"))      # doctest: +SKIP
     """
-    spans = step_spans(df)
-    table = spans.pivot(index="step", columns="rank", values="wall_ns") / 1e6
+    import pandas as pd
+
+    if value not in STEP_VALUES:
+        raise SpecError(f"value={value!r} is not a step value; pick one of {STEP_VALUES}")
+    b = bare(df) if "exposed_comm_ns" in getattr(df, "columns", ()) else step_breakdown(df)
+    busy, wait = busy_and_wait(b)
+    shown = {"busy": busy, "wall": b["wall_ns"].to_numpy(dtype=np.int64), "wait": wait}[value]
+    cells = pd.DataFrame({"rank": b["rank"], "step": b["step"], "busy": busy, "shown": shown})
+    table = cells.pivot(index="step", columns="rank", values="shown") / 1e6
     table.columns.name = "rank"
+    ranks = np.asarray(table.columns, dtype=np.int64)
+    grid = cells.pivot(index="step", columns="rank", values="busy").to_numpy(dtype=float)
+    s = step_stragglers(ranks, grid)
     times = table.to_numpy(dtype=float)
-    valid = ~np.isnan(times).all(axis=1)
-    straggler = np.full(len(table), -1)
-    straggler[valid] = np.asarray(table.columns)[np.nanargmax(times[valid], axis=1)]
     spread = np.nanmax(times, axis=1, initial=-np.inf) - np.nanmin(times, axis=1, initial=np.inf)
     out = table.copy()
-    out["straggler"] = straggler
+    out["straggler"] = s["straggler"]
+    out["tied"] = s["tied"].astype(str)
+    out["cost_ms"] = s["cost_ns"] / 1e6
     out["spread_ms"] = spread
-    out["spread_pct"] = 100 * spread / np.nanmedian(times, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["spread_pct"] = 100 * spread / np.nanmedian(times, axis=1)
+    out.attrs["value"] = value
     return out

@@ -85,8 +85,17 @@ def plot_breakdown(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot:
     return Plot(fig, table)
 
 
+VALUE_LABELS = {
+    "busy": "time worked before waiting (ms)",
+    "wall": "step wall time (ms)",
+    "wait": "time waiting for communication (ms)",
+}
+
+
 def plot_rank_heatmap(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot:
-    """Rank x step heatmap of step time (ms); the table is ``rank_steps`` (straggler, spread).
+    """Rank x step heatmap of :func:`~hpcprof_kit.traces.analyses.rank_steps` (by default the
+    time each rank worked before it waited for communication); each step's straggler is
+    framed, and a step whose slowest ranks tie frames none. The table is ``rank_steps``.
 
     Above ``max_ranks`` ranks it draws one box per step across the ranks, and the slowest
     ranks as lines, instead of a row per rank
@@ -95,24 +104,38 @@ def plot_rank_heatmap(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot
     >>> from hpcprof_kit import traces                                      # doctest: +SKIP
     >>> fig, steps = traces.plot_rank_heatmap(traces.load("runs/x/traces")) # doctest: +SKIP
     """
+    from matplotlib.patches import Rectangle
+
     max_ranks = check_count("max_ranks", max_ranks)
     table = data if "straggler" in data.columns else bd.rank_steps(data)
-    ranks = [c for c in table.columns if c not in ("straggler", "spread_ms", "spread_pct")]
+    ranks = [c for c in table.columns if c not in bd.SUMMARY_COLUMNS]
     if len(ranks) > max_ranks:
         return plot_step_bands(table)
+    value = table.attrs.get("value", "busy")
     grid = table[ranks].to_numpy(dtype=float).T  # rows = ranks
     fig = new_figure(max(4.0, 0.6 * grid.shape[1] + 2.5), max(2.2, 0.4 * grid.shape[0] + 1.2))
     ax = fig.add_subplot()
     image = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
-    fig.colorbar(image, ax=ax, label="step time (ms)")
+    fig.colorbar(image, ax=ax, label=VALUE_LABELS.get(value, value))
     step_ticks(ax, np.asarray(table.index))  # about a dozen labels, however many steps
     ax.set_yticks(range(grid.shape[0]), [f"rank {r}" for r in ranks], fontsize=8)
     ax.set_xlabel("step")
+    row_of = {r: i for i, r in enumerate(ranks)}
+    for j, r in enumerate(table["straggler"].to_numpy()):
+        if r in row_of:
+            box = Rectangle((j - 0.5, row_of[r] - 0.5), 1, 1, fill=False, ec="red", lw=1.5)
+            ax.add_patch(box)
     if grid.size <= 200:  # numbers on the cells while they stay readable
         for (i, j), v in np.ndenumerate(grid):
             if not np.isnan(v):
                 ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color="w")
-    ax.set_title("step time per rank (the straggler is the brightest cell of a column)", fontsize=9)
+    named = [int(r) for r in table["straggler"] if r >= 0]
+    if named:
+        top = max(sorted(set(named)), key=named.count)
+        note = f"straggler (framed): rank {top} in {named.count(top)} of {len(table)} steps"
+    else:
+        note = "no straggler: the slowest ranks tie in every step"
+    ax.set_title(f"{VALUE_LABELS.get(value, value)} per rank; {note}", fontsize=9)
     return Plot(fig, table)
 
 

@@ -1,7 +1,8 @@
 """Which ranks to look at: at 1,000 ranks, draw the slowest, a typical and the fastest one.
 
-A rank's score is its mean step time over the steps it ran (``rank_steps``), so one slow
-step does not hide a rank that is slow every step. The pictures of many ranks
+A rank's score is its mean over the steps it ran of the ``rank_steps`` value (by default the
+time it worked before waiting for communication, which is what a straggler has most of), so
+one slow step does not hide a rank that is slow every step. The pictures of many ranks
 (:mod:`hpcprof_kit.traces.spread`) name the ranks this module picks.
 """
 
@@ -13,12 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.traces.breakdown import SUMMARY_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 HOW = ("worst", "median", "best")
-SUMMARY_COLUMNS = ("straggler", "spread_ms", "spread_pct")
 
 
 def steps_table(data: pd.DataFrame) -> pd.DataFrame:

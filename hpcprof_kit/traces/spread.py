@@ -27,6 +27,7 @@ QUANTILES = {"min": 0.0, "p10": 0.1, "median": 0.5, "p90": 0.9, "max": 1.0}
 WORST = 5  # slowest ranks named on a picture
 WALL_COLOR = "#555555"
 BOX_NOTE = "box p10-p90, whisker min-max, tick median"
+OTHER_LABELS = {"wall": "wall (the whole step)", "busy": "busy (wall - exposed comm)"}
 
 
 def check_count(name: str, value) -> int:
@@ -221,18 +222,29 @@ def plot_breakdown_bands(data: pd.DataFrame, worst: int = WORST) -> Plot:
 
 
 def part_spread(b: pd.DataFrame, worst: int = WORST) -> pd.DataFrame:
-    """One row per part (``PARTS``, then ``wall``): each rank's mean per step (ms) of it,
-    summarised across ranks (quantiles), and the ``worst`` ranks where it is largest."""
+    """One row per part (``PARTS``, then ``wall``, then ``busy``: wall - exposed comm, the
+    time a rank worked before it waited): each rank's mean per step (ms) of it, summarised
+    across ranks (quantiles), the ``worst`` ranks where it is largest, and ``tied_ranks``:
+    how many ranks are within 1 % of the largest (at least 10 µs), so that a part equal on
+    every rank is not read as "largest on ranks 0, 1, 2". In synchronous training the wall
+    ties on every rank; the straggler is the rank largest on ``busy``."""
     import pandas as pd
 
+    from hpcprof_kit.traces.breakdown import TIE_MIN_NS, TIE_SHARE
+
     ranks, _, cube = breakdown_cube(b)
+    busy = cube[-1] - cube[PARTS.index("exposed_comm")]
+    cube = np.concatenate([cube, busy[None]], axis=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         per_rank = np.nanmean(cube, axis=1)  # parts x ranks
-    out = pd.DataFrame({"part": [*PARTS, "wall"], "ranks": ranks.size})
+    out = pd.DataFrame({"part": [*PARTS, "wall", "busy"], "ranks": ranks.size})
     for name, values in quantiles(per_rank, axis=1).items():
         out[f"{name}_ms"] = values
     out["worst_ranks"] = largest(per_rank, ranks, worst)
+    margin = np.maximum(TIE_SHARE * out["median_ms"].to_numpy(), TIE_MIN_NS / 1e6)
+    top = np.nan_to_num(out["max_ms"].to_numpy(), nan=np.inf)
+    out["tied_ranks"] = (per_rank >= (top - margin)[:, None]).sum(axis=1)
     return out
 
 
@@ -257,10 +269,14 @@ def plot_breakdown_spread(data: pd.DataFrame, worst: int = WORST) -> Plot:
     colors = [COLORS.get(p, WALL_COLOR) for p in table["part"]]
     draw_boxes(ax, y, q, colors, horizontal=True)
     right = float(np.nanmax(q["max"], initial=0.0)) or 1.0
-    for i, named in enumerate(table["worst_ranks"]):  # one label per part, not per rank
-        ax.text(right * 1.02, i, f"largest on ranks {_names(named)}", va="center", fontsize=7)
+    for i, (named, tied) in enumerate(zip(table["worst_ranks"], table["tied_ranks"], strict=True)):
+        if tied > 1:  # one label per part, not per rank
+            label = "equal on every rank" if tied == table["ranks"].iloc[i] else f"{tied} ranks tie"
+        else:
+            label = f"largest on ranks {_names(named)}"
+        ax.text(right * 1.02, i, label, va="center", fontsize=7)
     ax.set_xlim(0, right * 1.6)
-    labels = [PART_LABELS.get(p, "wall (the whole step)") for p in table["part"]]
+    labels = [PART_LABELS.get(p, OTHER_LABELS.get(p, p)) for p in table["part"]]
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ms per step (each rank's mean over its steps)")

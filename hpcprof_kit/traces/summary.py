@@ -18,6 +18,7 @@ summaries keep integer nanoseconds. Summaries are stored as ``.npz`` files
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,7 @@ class RunSummary:
     summary: pd.DataFrame  # per rank: kind, events, steps, wall and parts (ms): `traces summary`
     breakdown: pd.DataFrame  # step_breakdown of the run
     steps: pd.DataFrame  # rank_steps of the run: the heatmap's input
-    stragglers: pd.DataFrame  # ranks by mean step time, slowest first
+    stragglers: pd.DataFrame  # ranks by mean time worked before waiting, slowest first
     spread: pd.DataFrame  # per part: min/p10/median/p90/max across ranks (each rank's mean)
     overlap: pd.DataFrame  # comm_overlap of the run
     comm: pd.DataFrame  # per collective: ranks, count, total_ms, mean_us, max_us
@@ -220,7 +221,6 @@ def combine(
     """
     import pandas as pd
 
-    from hpcprof_kit.traces.rank_pick import by_mean, rank_grid
     from hpcprof_kit.traces.spread import part_spread
 
     seen = {}
@@ -234,19 +234,10 @@ def combine(
     by_file = sorted(summaries, key=lambda s: [Path(p) for p in s.meta["sources"]])
     by_rank = sorted(summaries, key=lambda s: s.rank)
     breakdown = _concat([s.breakdown for s in by_rank], _step_breakdown_columns())
-    steps = rank_steps(_step_table(breakdown))
-    ranks, grid = rank_grid(steps)
-    slow, mean = by_mean(ranks, grid)
-    timed = ~np.isnan(mean)  # slowest first; ranks without a step time last
-    slow, mean = np.r_[slow[timed][::-1], slow[~timed]], np.r_[mean[timed][::-1], mean[~timed]]
-    stragglers = pd.DataFrame(
-        {
-            "rank": slow,
-            "mean_step_ms": mean,
-            "steps": (~np.isnan(grid)).sum(axis=0)[np.searchsorted(ranks, slow)],
-            "straggler_steps": [int((steps["straggler"] == r).sum()) for r in slow],
-        }
-    )
+    steps = rank_steps(breakdown)
+    stragglers = straggler_table(breakdown, steps)
+    slow = stragglers["rank"].to_numpy()
+    timed = ~np.isnan(stragglers["mean_busy_ms"].to_numpy())
     events = pd.Series({s.rank: s.meta["events"] for s in by_rank}, dtype=np.int64)
     named = [s for s in by_rank if not s.breakdown.empty]
     slowest = [int(r) for r in slow[: min(SLOWEST, int(timed.sum()))]]
@@ -269,6 +260,54 @@ def combine(
         failures=list(failures or []),
         ranks={s.rank: s.meta for s in by_rank},
     )
+
+
+def straggler_table(breakdown: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The ranks of a :func:`~hpcprof_kit.traces.breakdown.step_breakdown` table, the slowest
+    first: by the mean time each worked in a step before it waited for communication
+    (``mean_busy_ms``), with its mean wait (``mean_wait_ms``: exposed comm) and wall time,
+    how many steps it ran, in how many it was the straggler (``rank_steps``), and the mean of
+    what it cost the others in those steps (``mean_cost_ms``: its busy time minus the median
+    rank's). Ties in the mean keep the lower rank first.
+
+    >>> import pandas as pd
+    >>> b = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "wall_ns": [10_000_000] * 2,
+    ...                   "exposed_comm_ns": [4_000_000, 0]})
+    >>> straggler_table(b)[["rank", "mean_busy_ms", "mean_wait_ms", "straggler_steps"]]
+       rank  mean_busy_ms  mean_wait_ms  straggler_steps
+    0     1          10.0           0.0                1
+    1     0           6.0           4.0                0
+    """
+    import pandas as pd
+
+    steps = rank_steps(breakdown) if steps is None else steps
+    busy, wait = bd.busy_and_wait(breakdown)
+    per = pd.DataFrame(
+        {
+            "rank": breakdown["rank"].to_numpy(dtype=np.int64),
+            "busy": busy / 1e6,
+            "wait": wait / 1e6,
+            "wall": breakdown["wall_ns"].to_numpy(dtype=float) / 1e6,
+        }
+    )
+    g = per.groupby("rank", sort=True)
+    out = pd.DataFrame(
+        {
+            "rank": g.size().index.to_numpy(dtype=np.int64),
+            "mean_busy_ms": g["busy"].mean().to_numpy(),
+            "mean_wait_ms": g["wait"].mean().to_numpy(),
+            "mean_wall_ms": g["wall"].mean().to_numpy(),
+            "steps": g.size().to_numpy(dtype=np.int64),
+        }
+    )
+    named = steps["straggler"].to_numpy()
+    cost = steps["cost_ms"].to_numpy(dtype=float)
+    out["straggler_steps"] = [int((named == r).sum()) for r in out["rank"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out["mean_cost_ms"] = [float(np.nanmean(cost[named == r])) for r in out["rank"]]
+    order = np.lexsort((out["rank"].to_numpy(), -out["mean_busy_ms"].to_numpy()))
+    return out.iloc[order].reset_index(drop=True)
 
 
 def summarise(df: pd.DataFrame) -> RunSummary:
@@ -297,25 +336,6 @@ def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
 
 def _step_breakdown_columns() -> list[str]:
     return ["rank", "step", "start_ns", "wall_ns", *(f"{p}_ns" for p in PARTS), "kind", "span"]
-
-
-def _step_table(breakdown: pd.DataFrame) -> pd.DataFrame:
-    """The steps of a breakdown as a trace table of ProfilerStep spans (a stepless rank's
-    whole-trace step as one plain event over the same time), so that ``rank_steps`` itself
-    makes the steps x ranks table."""
-    import pandas as pd
-
-    step = breakdown["step"].to_numpy(dtype=np.int64)
-    names = np.where(step >= 0, [f"ProfilerStep#{s}" for s in step], "whole trace")
-    return pd.DataFrame(
-        {
-            "rank": breakdown["rank"].to_numpy(dtype=np.int64),
-            "track": "cpu",
-            "name": pd.Series(names, dtype=str),
-            "ts_ns": breakdown["start_ns"].to_numpy(dtype=np.int64),
-            "dur_ns": breakdown["wall_ns"].to_numpy(dtype=np.int64),
-        }
-    )
 
 
 def rank_table(breakdown: pd.DataFrame, events: pd.Series) -> pd.DataFrame:
