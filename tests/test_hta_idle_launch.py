@@ -27,7 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_hta_crosscheck import (  # the HTA runs and tables of the cross-check, reused
     ALL_JOBS,
     _hta_env,
@@ -270,8 +273,8 @@ def test_launch_stats_by_hand(synthetic):
 def test_launch_summary_by_hand(synthetic):
     """HTA's cut-offs: calls over 50 µs (the 60 µs copy call), delays over 100 µs (the
     140 µs wait), device events shorter than a call within the cut-off (tiny: 1 < 2 µs)."""
-    for given in (synthetic["waits"], launch_stats(synthetic["waits"])):
-        row = launch_summary(given).iloc[0]
+    for table in (synthetic["waits"], launch_stats(synthetic["waits"])):
+        row = launch_summary(table).iloc[0]
         assert row[["rank", "launches"]].tolist() == [0, 6]
         assert row["launch_delay_p50_ns"] == 11.5 * US  # (5 + 18) / 2
         assert row["cpu_duration_p50_ns"] == 4.5 * US
@@ -379,6 +382,82 @@ def test_hta_reads_no_xpu_kernel(hta_synthetic, synthetic):
     assert len(launch_stats(synthetic["xpu_launches"])) == 3
 
 
+# --- HTA's rule, one kernel at a time, against the vectorised split -----------------------
+
+# a kernel: (stream, gap after the previous kernel of its stream, duration, when its call
+# starts relative to the kernel's start, call duration); all in µs
+KERNELS = st.lists(
+    st.tuples(
+        st.sampled_from([3, 7]),
+        st.integers(0, 80),
+        st.integers(1, 20),
+        st.integers(-150, 0),
+        st.integers(0, 60),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _table(kernels) -> pd.DataFrame:
+    rows, clock = [], {3: 0, 7: 0}
+    for corr, (stream, gap, dur, lead, call) in enumerate(kernels):
+        start = clock[stream] + gap
+        clock[stream] = start + dur
+        rows.append(("runtime", "cuda_runtime", L, start + lead, call, corr, -1, -1))
+        rows.append(("gpu", "kernel", f"k{corr}", start, dur, corr, 0, stream))
+    cols = ["track", "cat", "name", "ts_ns", "dur_ns", "corr", "device", "stream"]
+    df = pd.DataFrame(rows, columns=cols).assign(rank=0)
+    df[["ts_ns", "dur_ns"]] *= US
+    return df
+
+
+def _one_at_a_time(df: pd.DataFrame) -> dict[int, dict[str, int]]:
+    """HTA's loop over a stream's kernels, written out plainly."""
+    calls = df[df["track"] == "runtime"].set_index("corr")["ts_ns"]
+    out = {}
+    for stream, ks in df[df["stream"] >= 0].sort_values("ts_ns").groupby("stream"):
+        parts = dict.fromkeys(WAITS, 0)
+        prev_end = None
+        for k in ks.itertuples():
+            if prev_end is not None:
+                gap = k.ts_ns - prev_end
+                if calls[k.corr] > prev_end:
+                    parts["host_wait"] += gap
+                elif gap < device_idle.KERNEL_WAIT_NS:
+                    parts["kernel_wait"] += gap
+                else:
+                    parts["other"] += gap
+            prev_end = k.ts_ns + k.dur_ns
+        out[stream] = parts
+    return out
+
+
+IDLE_SUMS = ["events", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(KERNELS)
+def test_idle_split_is_htas_rule_kernel_by_kernel(kernels):
+    """On random kernels of two streams, the vectorised split is HTA's rule applied kernel
+    by kernel; the parts add up to the stream's span minus its busy time, and the rank's
+    total row to its streams."""
+    df = _table(kernels)
+    out = idle_split(df).set_index("stream")
+    for stream, parts in _one_at_a_time(df).items():
+        assert {w: out.loc[stream, f"{w}_ns"] for w in WAITS} == parts
+        ks = df[df["stream"] == stream]
+        span = (ks["ts_ns"] + ks["dur_ns"]).max() - ks["ts_ns"].min()
+        assert out.loc[stream, "idle_ns"] == span - ks["dur_ns"].sum() == sum(parts.values())
+    assert (out.loc[-1, IDLE_SUMS] == out.loc[out.index >= 0, IDLE_SUMS].sum()).all()
+    stats = launch_stats(df)
+    assert len(stats) == len(kernels)
+    assert (
+        stats["launch_delay_ns"]
+        == (stats["start_delay_ns"] - stats["cpu_duration_ns"]).clip(lower=0)
+    ).all()
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
@@ -412,8 +491,6 @@ def test_no_runtime_launch_is_an_error_for_launches_only(tmp_path):
 
 
 def test_not_a_trace_table_is_an_error():
-    import pandas as pd
-
     with pytest.raises(TraceFormatError, match="traces.load"):
         idle_split(pd.DataFrame({"rank": [0]}))
 

@@ -30,6 +30,14 @@ of :data:`LAUNCH_NAMES` and a device event with its correlation id on the same r
 to 0 (HTA's definition). HTA flags calls longer than :data:`RUNTIME_CUTOFF_NS` and delays
 longer than :data:`LAUNCH_DELAY_CUTOFF_NS`.
 
+Where the kit goes beyond HTA (``docs/hta-crosscheck.md`` has the figures side by side):
+it pairs the HIP and XPU launch calls too (column ``hta`` says which launches HTA pairs);
+it adds ``start_delay_ns`` (device start minus the call's *start*); it groups idle time by
+(device, stream) where HTA groups by stream alone, and adds a per-rank total row; it sorts
+a stream's events stably where HTA's sort is not. ``microseconds=True`` rounds the
+absolute time, so on a trace whose ``ts`` count from ``baseTimeNanoseconds`` (torch 2.4+)
+an event can round 1 µs away from HTA's, which rounds the file's relative µs.
+
 Nothing to analyse is an error: a table without device events, or (for launches) without a
 launch paired to its device event, raises :class:`~hpcprof_kit.errors.TraceFormatError`
 naming what is missing and how to record it. A rank that lacks them in a table where other
@@ -250,13 +258,13 @@ def idle_split(
         host = ~first & (launched > prev_end)  # NaN: no launch call found, never host wait
     kernel = ~first & ~host & (gap < kernel_wait_ns)
     other = ~first & ~host & ~kernel
-    group = np.cumsum(first) - 1
+    heads_at = np.flatnonzero(first)  # the rows are sorted by stream: sum each run exactly
     sums = {
-        "events": np.bincount(group).astype(np.int64),
-        "idle_ns": np.bincount(group, weights=gap).astype(np.int64),
+        "events": np.diff(np.append(heads_at, order.size)),
+        "idle_ns": np.add.reduceat(gap, heads_at),
     }
     for name, mask in zip(WAITS, (host, kernel, other), strict=True):
-        sums[f"{name}_ns"] = np.bincount(group, weights=np.where(mask, gap, 0)).astype(np.int64)
+        sums[f"{name}_ns"] = np.add.reduceat(np.where(mask, gap, 0), heads_at)
     heads = order[first]
     out = pd.DataFrame({"rank": rank[heads], "device": device[heads], "stream": stream[heads]})
     out = out.assign(**sums)
