@@ -471,6 +471,21 @@ def test_no_device_events_is_an_error(tmp_path):
         launch_stats(df)
 
 
+def test_everything_in_the_last_step_is_an_error_that_says_so(tmp_path):
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 0, 100),
+        _x("user_annotation", "ProfilerStep#2", 100, 100),
+        _x(C, L, 110, 5, correlation=1),
+        _x("kernel", "k", 120, 10, device=0, stream=7, correlation=1),
+    ]
+    path = tmp_path / "last_step.json"
+    path.write_text(json.dumps(_kineto(events)))
+    df = _load([path])
+    for analysis in (idle_split, launch_stats):
+        with pytest.raises(TraceFormatError, match="last ProfilerStep.*active >= 2"):
+            analysis(df)
+
+
 def test_no_runtime_launch_is_an_error_for_launches_only(tmp_path):
     """Kernels without their runtime calls: the idle split still works (no gap can be a
     host wait), the launch stats say what is missing."""

@@ -148,6 +148,10 @@ RECORD_DEVICE = (
     "record the run with the device's activity (torch.profiler's ProfilerActivity.CUDA or "
     "ProfilerActivity.XPU)"
 )
+RECORD_STEPS = (
+    "they all belong to the last ProfilerStep, which HTA's window leaves out; record two "
+    "or more steps (a schedule with active >= 2)"
+)
 
 
 def _check(df: pd.DataFrame) -> None:
@@ -181,7 +185,12 @@ def _prepared(df: pd.DataFrame, microseconds: bool):
     window = _device_rows(pd.DataFrame(view), start) & on_device
     runtime = (track == "runtime") & (corr >= 0)
     rank = df["rank"].to_numpy().astype(np.int64)
-    return start, end, rank, corr, stream, window, runtime
+    return start, end, rank, corr, stream, window, runtime, on_device
+
+
+def _fix(outside_window: bool) -> str:
+    """What to do about a table with no device event to analyse."""
+    return RECORD_STEPS if outside_window else RECORD_DEVICE
 
 
 def _skipped(all_ranks: np.ndarray, kept: np.ndarray, why: str) -> dict[int, str]:
@@ -237,14 +246,14 @@ def idle_split(
     """
     import pandas as pd
 
-    start, end, rank, corr, stream, window, runtime = _prepared(df, microseconds)
+    start, end, rank, corr, stream, window, runtime, on_device = _prepared(df, microseconds)
     device = df["device"].to_numpy().astype(np.int64)
     rows = np.flatnonzero(window & (stream >= 0))
     if rows.size == 0:
         raise TraceFormatError(
             "the trace table has no device events (kernels, copies or sets on a device "
             f"stream) in HTA {HTA_VERSION}'s window, so the device's idle time is unknown; "
-            + RECORD_DEVICE
+            + _fix(bool((on_device & (stream >= 0)).any()))
         )
     order = rows[np.lexsort((start[rows], stream[rows], device[rows], rank[rows]))]
     r, d, s = rank[order], device[order], stream[order]
@@ -304,14 +313,15 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
     """
     import pandas as pd
 
-    start, end, rank, corr, stream, window, runtime = _prepared(df, microseconds)
+    start, end, rank, corr, stream, window, runtime, on_device = _prepared(df, microseconds)
     is_launch = _per_label(df["name"], lambda s: s in LAUNCH_NAMES)[0]
     calls = np.flatnonzero(runtime & is_launch)
     events = np.flatnonzero(window & (corr >= 0))
     if events.size == 0:
         raise TraceFormatError(
             "the trace table has no device events with a correlation id in HTA "
-            f"{HTA_VERSION}'s window, so there is no launch to pair; " + RECORD_DEVICE
+            f"{HTA_VERSION}'s window, so there is no launch to pair; "
+            + _fix(bool((on_device & (corr >= 0)).any()))
         )
     if calls.size == 0:
         raise TraceFormatError(
