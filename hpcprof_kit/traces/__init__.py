@@ -32,6 +32,8 @@ _EXPORTS = {
     "plot_breakdown_spread": "spread",
     "pick_ranks": "rank_pick",
     "plot_same_name": "plots",
+    "report": "report",
+    "FINDING_KINDS": "findings",
     "memory_timeline": "memory",
     "memory_by_op": "memory",
     "memory_peaks": "memory",

@@ -1,0 +1,147 @@
+"""A report as one HTML file: the findings, then a tab per pane with its tables and plots.
+
+Everything is inline (style, the few lines of script that switch tabs, the plots as PNG data
+URLs), so the file opens offline in any browser and can be handed out as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcprof_kit.errors import SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpcprof_kit.traces.report import Report
+
+MAX_ROWS = 60  # rows of a table shown in the page (the JSON has them all)
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.2em; } h3 { font-size: 1em; }
+.finding { border-left: 4px solid #c44e52; padding: 0.3em 0.8em; margin: 0.5em 0;
+           background: #fbf3f3; }
+.finding .kind { font-weight: bold; font-family: monospace; }
+.finding pre { white-space: pre-wrap; font-size: 0.8em; }
+.none { border-left: 4px solid #55a868; padding: 0.3em 0.8em; background: #f2f8f3; }
+nav button { font-size: 1em; padding: 0.4em 1em; border: 1px solid #999; background: #eee;
+             cursor: pointer; }
+nav button.active { background: #fff; border-bottom: 2px solid #4c72b0; font-weight: bold; }
+section.pane { display: none; border-top: 1px solid #999; padding-top: 0.5em; }
+section.pane.active { display: block; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.4em 0; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+th { background: #f4f4f4; }
+.missing { color: #8a6d3b; } .note { color: #555; }
+img { max-width: 100%; }
+"""
+SCRIPT = """
+function showPane(name) {
+  document.querySelectorAll('section.pane').forEach(s => s.classList.toggle('active', s.id === 'pane-' + name));
+  document.querySelectorAll('nav button').forEach(b => b.classList.toggle('active', b.dataset.pane === name));
+}
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def findings_html(findings: list[dict], run: dict) -> str:
+    """The findings as HTML blocks (also the report's notebook display)."""
+    import json
+
+    ranks = run.get("ranks", [])
+    head = (
+        f"<p>{len(ranks)} rank(s) traced of world size {_e(run.get('world_size') or '?')}, "
+        f"{_e(run.get('kind'))} trace, steps {_e(run.get('steps'))}, {run.get('events', 0):,} events</p>"
+    )
+    if not findings:
+        return head + '<div class="none">No finding: none of the rules triggered on this run.</div>'
+    parts = [head]
+    for f in findings:
+        parts.append(
+            '<div class="finding">'
+            f'<span class="kind">{_e(f["kind"])}</span> on ranks {_e(f["ranks"])}: '
+            f"{_e(f['summary'])}<br>value {_e(f['value'])} {_e(f['unit'])} "
+            f"(threshold {_e(f['threshold'])})<br><b>Try:</b> {_e(f['advice'])}"
+            f"<pre>{_e(json.dumps(f['evidence'], indent=1, default=str))}</pre></div>"
+        )
+    return "".join(parts)
+
+
+def table_html(table: pd.DataFrame) -> str:
+    shown = table.head(MAX_ROWS)
+    more = len(table) - len(shown)
+    body = shown.to_html(index=table.index.name is not None, float_format=lambda v: f"{v:.3f}")
+    if more > 0:
+        body += f'<p class="note">... {more} more rows in the JSON report</p>'
+    return body
+
+
+def figure_html(plot) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    plot.fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(plot.fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="plot" src="data:image/png;base64,{data}">'
+
+
+def pane_html(rep: Report, name: str, figures: bool = True) -> str:
+    pane = rep.panes[name]
+    parts = []
+    if figures:
+        for fig_name, plot in rep.figures(name).items():
+            parts.append(f"<h3>{_e(fig_name)}</h3>{figure_html(plot)}")
+    for table_name, table in pane.tables.items():
+        parts.append(f"<h3>{_e(table_name)}</h3>{table_html(table)}")
+    for note in pane.notes:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    for what, why in pane.missing.items():
+        parts.append(f'<p class="missing">Not shown: <b>{_e(what)}</b>: {_e(why)}</p>')
+    return "".join(parts)
+
+
+def page(rep: Report) -> str:
+    """The whole report as one HTML document."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    names = list(rep.panes)
+    nav = "".join(
+        f'<button data-pane="{n}" onclick="showPane(\'{n}\')"'
+        f"{' class=active' if i == 0 else ''}>{_e(rep.panes[n].title)}</button>"
+        for i, n in enumerate(names)
+    )
+    sections = "".join(
+        f'<section class="pane{" active" if i == 0 else ""}" id="pane-{n}">'
+        f"<h2>{_e(rep.panes[n].title)}</h2>{pane_html(rep, n)}</section>"
+        for i, n in enumerate(names)
+    )
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpcprof-kit report</title>"
+        f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body>"
+        f"<h1>Profile report</h1><h2>Findings</h2>{findings_html(rep.findings, rep.run)}"
+        f"<nav>{nav}</nav>{sections}</body></html>"
+    )
+
+
+def write_html(rep: Report, path: Path, *, force: bool = False) -> Path:
+    """Write :func:`page` to ``path``; an existing file is kept unless ``force``."""
+    if path.exists() and not force:
+        raise SpecError(
+            f"{path} exists and is kept; pass force=True (--force) to replace it, or name "
+            "another file"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = page(rep)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
