@@ -48,6 +48,7 @@ from hpcprof_kit.traces.device_idle import idle_split, launch_stats, launch_summ
 
 from must_have import missing
 
+REPO = Path(__file__).resolve().parents[1]
 US = 1000  # ns
 WAITS = ("host_wait", "kernel_wait", "other")
 XPU_SAMPLE = ("xpu", "atpesc_xpu_eager_sample.json")
@@ -63,50 +64,58 @@ def _hta_rows(figures: dict, key: str) -> list[dict]:
 # --- against HTA on the shared CUDA traces (and the cross-check's two-step trace) ---------
 
 
-@pytest.mark.shared_traces
-@pytest.mark.parametrize("job", ALL_JOBS)
-def test_hta_idle_time_breakdown_equals_kit(hta_figures, kit_tables, job):  # noqa: F811
+def assert_idle_equal(hta: list[dict], kit) -> None:
     """Every (rank, stream, category) HTA reports has the kit's time to the µs; a category
     HTA leaves out of a stream (it never happened there) is 0 in the kit; the streams are
     the same. Shares: HTA's two decimals, NaN on a stream that never waits (one event)."""
-    hta = _hta_rows(hta_figures[job], "idle_time_breakdown")
-    kit = idle_split(kit_tables[job], microseconds=True)
     per_stream = kit[kit["stream"] >= 0].set_index(["rank", "stream"])
     assert sorted({(r["rank"], r["stream"]) for r in hta}) == sorted(per_stream.index)
     reported = set()
     for row in hta:
         key, cat = (row["rank"], row["stream"]), row["idle_category"]
         ours = per_stream.loc[key]
-        assert ours[f"{cat}_ns"] == row["idle_time"] * US, (job, key, cat)
+        assert ours[f"{cat}_ns"] == row["idle_time"] * US, (key, cat)
         share = ours[f"{cat}_share"]
         if row["idle_time_ratio"] is None:
-            assert math.isnan(share), (job, key, cat)
+            assert math.isnan(share), (key, cat)
         else:
             assert share == pytest.approx(row["idle_time_ratio"], abs=0.005 + 1e-9)
         reported.add((*key, cat))
     for key, ours in per_stream.iterrows():
         for cat in WAITS:
             if (*key, cat) not in reported:
-                assert ours[f"{cat}_ns"] == 0, (job, key, cat)
+                assert ours[f"{cat}_ns"] == 0, (key, cat)
 
 
-@pytest.mark.shared_traces
-@pytest.mark.parametrize("job", ALL_JOBS)
-def test_hta_kernel_launch_stats_equal_kit(hta_figures, kit_tables, job):  # noqa: F811
-    """The same launches (correlation ids) per rank, and per launch the same cpu duration,
-    gpu duration and launch delay to the µs. These traces launch with CUDA names only, so
-    the kit pairs nothing HTA does not."""
-    hta = _hta_rows(hta_figures[job], "cuda_kernel_launch_stats")
-    kit = launch_stats(kit_tables[job], microseconds=True)
-    assert kit["hta"].all()
+def assert_launches_equal(hta: list[dict], kit) -> None:
+    """The same launches (correlation ids) per rank, among those HTA pairs (``hta``), and per
+    launch the same cpu duration, gpu duration and launch delay to the µs."""
+    kit = kit[kit["hta"]]
+    assert {r["rank"] for r in hta} == set(kit["rank"])
     for rank in sorted(kit["rank"].unique()):
         theirs = sorted((r for r in hta if r["rank"] == rank), key=lambda r: r["correlation"])
         ours = kit[kit["rank"] == rank].sort_values("corr")
         assert ours["corr"].tolist() == [r["correlation"] for r in theirs], f"rank {rank}"
         for col in ("cpu_duration", "gpu_duration", "launch_delay"):
             expected = [r[col] * US for r in theirs]
-            assert ours[f"{col}_ns"].tolist() == expected, (job, rank, col)
-    assert {r["rank"] for r in hta} == set(kit["rank"])
+            assert ours[f"{col}_ns"].tolist() == expected, (rank, col)
+
+
+@pytest.mark.shared_traces
+@pytest.mark.parametrize("job", ALL_JOBS)
+def test_hta_idle_time_breakdown_equals_kit(hta_figures, kit_tables, job):  # noqa: F811
+    hta = _hta_rows(hta_figures[job], "idle_time_breakdown")
+    assert_idle_equal(hta, idle_split(kit_tables[job], microseconds=True))
+
+
+@pytest.mark.shared_traces
+@pytest.mark.parametrize("job", ALL_JOBS)
+def test_hta_kernel_launch_stats_equal_kit(hta_figures, kit_tables, job):  # noqa: F811
+    """These traces launch with CUDA names only, so the kit pairs nothing HTA does not."""
+    hta = _hta_rows(hta_figures[job], "cuda_kernel_launch_stats")
+    kit = launch_stats(kit_tables[job], microseconds=True)
+    assert kit["hta"].all()
+    assert_launches_equal(hta, kit)
 
 
 @pytest.mark.shared_traces
@@ -152,6 +161,52 @@ def test_ns_trace_rounding_turns_busy_into_idle(kit_tables):  # noqa: F811
         5_244_068,
         0,
     ]
+
+
+# --- the kit's own H100 traces (tests/fixtures/traces/cuda_h100) --------------------------
+
+H100 = REPO / "tests" / "fixtures" / "traces" / "cuda_h100"
+H100_RUNS = ("eager", "compiled")
+
+
+@pytest.fixture(scope="module")
+def hta_h100(tmp_path_factory) -> dict[str, dict]:
+    env = _hta_env()
+    python = env.ensure_hta(quiet=True)
+    if python is None:
+        missing(f"could not build {env.HTA_VENV} with {' '.join(env.REQUIREMENTS)} (pip)")
+    dirs = {}
+    for run in H100_RUNS:
+        dirs[run] = tmp_path_factory.mktemp(f"hta_h100_{run}")
+        (dirs[run] / f"{run}-0-of-1.json.gz").symlink_to(H100 / f"{run}-0-of-1.json.gz")
+    with ThreadPoolExecutor(len(dirs)) as pool:
+        running = {run: pool.submit(env.hta_figures, python, d) for run, d in dirs.items()}
+        return {run: f.result() for run, f in running.items()}
+
+
+@pytest.mark.parametrize("run", H100_RUNS)
+def test_hta_equals_kit_on_h100_traces_in_their_own_time_base(hta_h100, run):
+    """The kit's own H100 runs (torch 2.x: ``ts`` counted from ``baseTimeNanoseconds``,
+    in ns). HTA rounds the file's own µs; the kit keeps absolute ns, and at absolute µs a
+    float64 resolves only 0.25 µs, so ``microseconds=True`` rounds some events 1 µs away
+    from HTA. Shifted back to the file's time base, every idle time and every launch HTA
+    pairs is HTA's to the µs. (The cuLaunchKernel launches of Triton kernels are the kit's
+    only: ``hta`` is False.)"""
+    import gzip
+
+    path = H100 / f"{run}-0-of-1.json.gz"
+    with gzip.open(path) as f:
+        base = json.load(f)["baseTimeNanoseconds"]
+    df = _load([path])
+    own = df.assign(ts_ns=df["ts_ns"] - base)
+    hta_idle = _hta_rows(hta_h100[run], "idle_time_breakdown")
+    assert_idle_equal(hta_idle, idle_split(own, microseconds=True))
+    stats = launch_stats(own, microseconds=True)
+    assert_launches_equal(_hta_rows(hta_h100[run], "cuda_kernel_launch_stats"), stats)
+    assert set(stats.loc[~stats["hta"], "launch"]) == {"cuLaunchKernel"}
+    absolute = idle_split(df, microseconds=True).set_index("stream")
+    host_wait = next(r["idle_time"] for r in hta_idle if r["idle_category"] == "host_wait")
+    assert absolute.loc[7, "host_wait_ns"] != host_wait * US  # the time base matters
 
 
 # --- synthetic traces, worked by hand -------------------------------------------------------
