@@ -40,6 +40,8 @@ class Planted:
     comm_us: float = 300.0
     jitter: float = 0.005
     seed: int = 0
+    step_factor: dict[int, float] = field(default_factory=dict)  # step -> factor on its kernels
+    sync_gap_us: float = 0.0  # mid-step cudaStreamSynchronize, then host work with the device idle
 
     def _kernels(self) -> np.ndarray:
         """steps x ranks x KERNELS kernel durations (µs)."""
@@ -50,6 +52,8 @@ class Planted:
         )
         for rank, factor in self.slow.items():
             dur[:, rank] *= factor
+        for step, factor in self.step_factor.items():
+            dur[step] *= factor
         return dur
 
     def step_ms(self, step: int) -> float:
@@ -62,7 +66,10 @@ class Planted:
         out, t = [], 1000.0
         for s in range(self.steps):
             arrive = np.array(
-                [20.0 + self.host_gap.get(r, 0.0) + dur[s, r].sum() for r in range(self.ranks)]
+                [
+                    20.0 + self.host_gap.get(r, 0.0) + self.sync_gap_us + dur[s, r].sum()
+                    for r in range(self.ranks)
+                ]
             )
             wall = arrive.max() + self.comm_us + 100.0
             out.append((t, wall, arrive))
@@ -123,6 +130,20 @@ class Planted:
                 )
                 device_t += kdur
                 t += 14.0
+                if self.sync_gap_us and k == KERNELS // 2 - 1:
+                    # the host waits for the device, then works while the device has nothing
+                    op(
+                        "cuda_runtime",
+                        "cudaStreamSynchronize",
+                        t,
+                        device_t - t,
+                        **{"External id": 0},
+                    )
+                    t = device_t
+                    ext += 1
+                    op("cpu_op", "aten::to", t, self.sync_gap_us, **{"External id": ext})
+                    t += self.sync_gap_us
+                    device_t = t + 10.0
             ext += 1
             corr += 1
             arrival = start + float(arrive[rank])

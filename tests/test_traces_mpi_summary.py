@@ -93,8 +93,7 @@ def test_combined_summaries_equal_the_analyses_of_the_whole_table(path, request)
     # the rank that worked longest before waiting, and the straggler counts, as rank_steps says
     steps = A.rank_steps(df)
     assert (
-        run.stragglers["rank"].iloc[0]
-        == steps.drop(columns=list(SUMMARY_COLUMNS)).mean().idxmax()
+        run.stragglers["rank"].iloc[0] == steps.drop(columns=list(SUMMARY_COLUMNS)).mean().idxmax()
     )
     assert run.stragglers["straggler_steps"].sum() == (steps["straggler"] >= 0).sum()
 

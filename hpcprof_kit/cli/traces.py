@@ -1,4 +1,4 @@
-"""``hpcprof-kit traces summary|top|plot|merge`` and ``hpcprof-kit timings``: traces from a shell.
+"""``hpcprof-kit traces summary|report|top|plot|merge`` and ``hpcprof-kit timings``: traces from a shell.
 
 >>> from hpcprof_kit.cli import main
 >>> main(["traces", "summary", "runs/x/traces"])      # doctest: +SKIP
@@ -61,6 +61,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--mpi: $HPCPROF_RUN_DIR, else PATH when it is one run directory, else nothing)",
     )
     s.set_defaults(func=cmd_summary)
+
+    r = sub.add_parser(
+        "report",
+        help="the run's report: findings, then overview, operators, kernels, memory, distributed",
+        description="What looks wrong with a run (each finding with its number, threshold, "
+        "evidence and what to try), and the panes of the run's profile. Prints the findings; "
+        "-o writes every pane as one HTML file that opens offline; --json prints it all.",
+        epilog="Exit status: 0 when the report was made, whatever it found; 2 on bad input.",
+    )
+    r.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
+    r.add_argument("-o", "--output", metavar="HTML", help="write the report as one HTML file")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.add_argument("--force", action="store_true", help="replace the HTML file if it exists")
+    r.add_argument("--top", type=int, default=20, help="rows of the top tables (default 20)")
+    r.set_defaults(func=cmd_report)
 
     t = sub.add_parser("top", help="the ops, kernels or record_function ranges with the most time")
     t.add_argument("path", metavar="PATH", nargs="+", help=PATH_HELP)
@@ -191,6 +206,47 @@ def print_summary(table, skipped: dict, as_json: bool) -> None:
         print(f"note: rank {rank}: {n} bad events skipped (see warnings)")
     if (table["steps"] == 0).any():
         print("note: ranks with 0 steps have no ProfilerStep events; their whole trace is step -1")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from hpcprof_kit.errors import SpecError
+    from hpcprof_kit.traces.report import report
+
+    if args.top < 1:
+        raise SpecError(f"--top {args.top} is not a number of rows; pass --top 1 or more")
+    if args.output:
+        _refuse_existing(args.output, args.force)
+    rep = report(_load(args.path), top=args.top)
+    if args.output:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        path = rep.write_html(args.output, force=args.force)
+    if args.json:
+        print(rep.to_json())
+        return 0
+    print_findings(rep)
+    if args.output:
+        print(f"report: {path}")
+    return 0
+
+
+def print_findings(rep) -> None:
+    """The findings, a paragraph each, and what each pane could not show."""
+    run = rep.run
+    print(
+        f"{len(run['ranks'])} rank(s) of world size {run['world_size'] or '?'}, {run['kind']} "
+        f"trace, steps {run['steps']}, {run['events']:,} events"
+    )
+    if not rep.findings:
+        print("no finding: none of the rules triggered on this run")
+    for f in rep.findings:
+        print(f"\n[{f['kind']}] ranks {f['ranks']}: {f['summary']}")
+        print(f"  value {f['value']} {f['unit']} (threshold {f['threshold']})")
+        print(f"  try: {f['advice']}")
+    for name, pane in rep.panes.items():
+        for what, why in pane.missing.items():
+            print(f"note: {name}: no {what}: {why}")
 
 
 def cmd_top(args: argparse.Namespace) -> int:

@@ -179,7 +179,7 @@ def slower_names(df: pd.DataFrame, rank: int, top: int = 3) -> list[dict[str, An
     ]
 
 
-def exposed_communication(b: pd.DataFrame) -> list[dict]:
+def exposed_communication(b: pd.DataFrame, world: int = 1) -> list[dict]:
     """Communication that even the last rank to arrive waits for: not a straggler's cost but
     the collective itself, left without compute to hide behind."""
     b = stepped(b)
@@ -198,6 +198,13 @@ def exposed_communication(b: pd.DataFrame) -> list[dict]:
         "exposed_comm_ms_median": round(float(b["exposed_comm_ns"].median()) / 1e6, 3),
         "hidden_share_of_comm_pct": round(100 * float(hidden), 2),
     }
+    traced = int(b["rank"].nunique())
+    caveat = (
+        f" (only {traced} of {world} ranks traced: part of it may be waiting for an untraced "
+        "straggler)"
+        if traced < world
+        else ""
+    )
     return [
         _finding(
             "exposed_communication",
@@ -206,7 +213,7 @@ def exposed_communication(b: pd.DataFrame) -> list[dict]:
             value,
             "% of step",
             f"every rank, even the last to arrive, waits for communication with nothing to "
-            f"overlap it: {value:.1f} % of the step (median)",
+            f"overlap it: {value:.1f} % of the step (median){caveat}",
             evidence,
             "Let DDP overlap the all-reduce with backward (bucket_cap_mb, "
             "gradient_as_bucket_view=True, no_sync() for gradient accumulation); check the "
@@ -459,11 +466,16 @@ def no_warmup(b: pd.DataFrame) -> list[dict]:
     ]
 
 
+def world_size(df: pd.DataFrame) -> int:
+    """The largest world size the ranks' traces record (1 when none does)."""
+    sizes = [m.get("world_size") for m in df.attrs.get("ranks", {}).values()]
+    return int(max([s for s in sizes if s], default=1))
+
+
 def one_rank_only(df: pd.DataFrame) -> list[dict]:
     """A multi-rank run of which one rank was traced: rank 0 is not the run."""
     ranks = df.attrs.get("ranks", {})
-    sizes = [m.get("world_size") for m in ranks.values() if m.get("world_size")]
-    world = max(sizes, default=1)
+    world = world_size(df)
     if len(ranks) != 1 or world <= 1:
         return []
     rank = next(iter(ranks))
@@ -532,7 +544,7 @@ def find(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame) -> list[dict]:
     skip = set(warm[0]["ranks"]) if warm else set()
     found = [
         *straggler(b, steps, df),
-        *exposed_communication(b),
+        *exposed_communication(b, world_size(df)),
         *device_idle_host_bound(b, df),
         *short_kernels(df),
         *synchronize_in_step(df, b),

@@ -315,7 +315,9 @@ def operators(df: pd.DataFrame, top: int) -> Pane:
         pane.tables["top_ops"] = ops
     else:
         pane.missing["top_ops"] = "no cpu_op events: the profiler recorded no host operators"
-    ranges = user_ranges(df, n=top)
+    with warnings.catch_warnings():  # no ranges is a fine answer here: the table is left out
+        warnings.simplefilter("ignore")
+        ranges = user_ranges(df, n=top)
     if len(ranges):
         pane.tables["user_ranges"] = ranges
     pane.missing["input_shapes"] = (
