@@ -14,7 +14,7 @@ import pytest
 from browser.lab import CHROMIUM, CHROMIUM_ARGS
 from planted import Planted
 
-from hpcprof_kit.traces.report import PANES, report
+from hpcprof_kit.traces.run_report import PANES, report
 
 from must_have import missing
 

@@ -19,7 +19,7 @@ from hpcprof_kit.cli import main
 from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces.breakdown import rank_steps
 from hpcprof_kit.traces.findings import FINDING_KINDS
-from hpcprof_kit.traces.report import PANES, report
+from hpcprof_kit.traces.run_report import PANES, report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 THREE = {"slow": {5: 1.6}, "host_gap": {2: 6000.0}, "comm_us": 8000.0}

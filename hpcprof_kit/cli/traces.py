@@ -210,7 +210,7 @@ def print_summary(table, skipped: dict, as_json: bool) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from hpcprof_kit.errors import SpecError
-    from hpcprof_kit.traces.report import report
+    from hpcprof_kit.traces.run_report import report
 
     if args.top < 1:
         raise SpecError(f"--top {args.top} is not a number of rows; pass --top 1 or more")

@@ -32,7 +32,7 @@ _EXPORTS = {
     "plot_breakdown_spread": "spread",
     "pick_ranks": "rank_pick",
     "plot_same_name": "plots",
-    "report": "report",
+    "report": "run_report",
     "FINDING_KINDS": "findings",
     "memory_timeline": "memory",
     "memory_by_op": "memory",

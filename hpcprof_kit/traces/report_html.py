@@ -17,7 +17,7 @@ from hpcprof_kit.errors import SpecError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.traces.report import Report
+    from hpcprof_kit.traces.run_report import Report
 
 MAX_ROWS = 60  # rows of a table shown in the page (the JSON has them all)
 STYLE = """

@@ -9,12 +9,12 @@ import numpy as np
 from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpcprof_kit.traces.report import Report
+    from hpcprof_kit.traces.run_report import Report
 
 
 def kernel_histograms(rep: Report) -> Plot | None:
     """Kernel durations (all kernels) and launch delays, log-scaled histograms."""
-    from hpcprof_kit.traces.report import _kernel_rows
+    from hpcprof_kit.traces.run_report import _kernel_rows
 
     df = rep.table
     rows = _kernel_rows(df)

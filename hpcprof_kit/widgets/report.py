@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpcprof_kit.traces.report import Report
+    from hpcprof_kit.traces.run_report import Report
 
 
 def report_tabs(rep: Report):

@@ -1,0 +1,79 @@
+"""The run report against loading the same run: ``report`` on a loaded table vs ``load``.
+
+Writes a synthetic NCCL run of ``--ranks`` rank files of ``--mb`` MiB each
+(``make_synthetic_trace.py``), then, ``--repeat`` times each, loads it without the cache
+(``traces.load(..., cache=False)``) and builds its report from the loaded table
+(``traces.report(df)``: every pane's tables and the findings; no plots, no HTML), and also
+writes the HTML once. Prints medians with min-max, and the report / load ratio (goal: 1.5 or
+less), with the machine's load average.
+
+    python benchmarks/bench_report.py                      # 64 and 256 ranks of 1 MiB
+    python benchmarks/bench_report.py --ranks 16 --mb 0.5  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from make_synthetic_trace import write_trace  # noqa: E402
+
+
+def timed(fn, repeat: int) -> tuple[list[float], object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def fmt(times: list[float]) -> str:
+    return f"{statistics.median(times):7.2f} ({min(times):.2f}-{max(times):.2f})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--mb", type=float, default=1.0)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    from hpcprof_kit import traces
+
+    warnings.simplefilter("ignore")
+    print(
+        f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
+        f"{os.cpu_count()} CPUs; {args.mb} MiB per rank; median (min-max) of {args.repeat}, s"
+    )
+    print(f"{'ranks':>6} {'events':>10} {'load':>20} {'report':>20} {'ratio':>6} {'html':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.ranks:
+            folder = Path(tmp) / f"r{n}"
+            folder.mkdir()
+            for r in range(n):
+                write_trace(folder / f"synthetic-{r}-of-{n}.json", args.mb, rank=r, world=n)
+            load_t, df = timed(lambda f=folder: traces.load(f, cache=False), args.repeat)
+            rep_t, rep = timed(lambda d=df: traces.report(d), args.repeat)
+            t0 = time.perf_counter()
+            rep.write_html(folder / "report.html")
+            html_t = time.perf_counter() - t0
+            ratio = statistics.median(rep_t) / statistics.median(load_t)
+            print(
+                f"{n:>6} {len(df):>10,} {fmt(load_t):>20} {fmt(rep_t):>20} {ratio:>6.2f} "
+                f"{html_t:>7.2f}"
+            )
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
