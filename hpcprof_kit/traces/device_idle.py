@@ -54,11 +54,13 @@ ranks have them is left out and named in ``attrs["skipped"]`` of the result.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
+from hpcprof_kit.traces.breakdown import text_test
 from hpcprof_kit.traces.hta_compat import HTA_VERSION, _device_rows, _per_label, _times
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,17 +165,30 @@ def _check(df: pd.DataFrame) -> None:
         )
 
 
+_LAST: list = []  # (weakref to the table, its length, microseconds, the arrays): one entry
+
+
 def _prepared(df: pd.DataFrame, microseconds: bool):
     """Per row: start, end (ns, HTA-rounded when asked), rank, corr, and two masks: device
-    events in HTA's window, and the runtime calls that carry a correlation id."""
+    events in HTA's window, and the runtime calls that carry a correlation id. The arrays of
+    the last table asked for are kept, so idle_split and launch_stats of one table (as the
+    run report calls them) prepare it once."""
+    if _LAST and _LAST[0][0]() is df and _LAST[0][1:3] == (len(df), microseconds):
+        return _LAST[0][3]
+    out = _prepare(df, microseconds)
+    _LAST[:] = [(weakref.ref(df), len(df), microseconds, out)]
+    return out
+
+
+def _prepare(df: pd.DataFrame, microseconds: bool):
     import pandas as pd
 
     _check(df)
-    track = df["track"].astype(str).to_numpy() if len(df) else np.array([], dtype=str)
+    track = df["track"]
     stream = df["stream"].to_numpy().astype(np.int64)
     corr = df["corr"].to_numpy().astype(np.int64)
-    on_device = np.isin(track, DEVICE_TRACKS) & (
-        (track != "comm") | (df["device"].to_numpy() >= 0) | (stream >= 0)
+    on_device = text_test(track, lambda t: t.isin(DEVICE_TRACKS)) & (
+        ~text_test(track, lambda t: t == "comm") | (df["device"].to_numpy() >= 0) | (stream >= 0)
     )
     # a device event whose stream the loader could not keep (an XPU queue id above int64)
     # still belongs to HTA's window rule, which tells device from host by the stream
@@ -183,7 +198,7 @@ def _prepared(df: pd.DataFrame, microseconds: bool):
     view["ts_ns"], view["dur_ns"] = df["ts_ns"].to_numpy(), df["dur_ns"].to_numpy()
     start, end = _times(view, microseconds)
     window = _device_rows(pd.DataFrame(view), start) & on_device
-    runtime = (track == "runtime") & (corr >= 0)
+    runtime = text_test(track, lambda t: t == "runtime") & (corr >= 0)
     rank = df["rank"].to_numpy().astype(np.int64)
     return start, end, rank, corr, stream, window, runtime, on_device
 

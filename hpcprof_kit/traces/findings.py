@@ -466,16 +466,17 @@ def no_warmup(b: pd.DataFrame) -> list[dict]:
     ]
 
 
-def world_size(df: pd.DataFrame) -> int:
-    """The largest world size the ranks' traces record (1 when none does)."""
-    sizes = [m.get("world_size") for m in df.attrs.get("ranks", {}).values()]
+def world_size(meta: dict) -> int:
+    """The largest world size the ranks' traces record (1 when none does); ``meta`` is the
+    table's ``attrs["ranks"]``."""
+    sizes = [m.get("world_size") for m in meta.values()]
     return int(max([s for s in sizes if s], default=1))
 
 
-def one_rank_only(df: pd.DataFrame) -> list[dict]:
-    """A multi-rank run of which one rank was traced: rank 0 is not the run."""
-    ranks = df.attrs.get("ranks", {})
-    world = world_size(df)
+def one_rank_only(ranks: dict) -> list[dict]:
+    """A multi-rank run of which one rank was traced: rank 0 is not the run. ``ranks`` is
+    the table's ``attrs["ranks"]``."""
+    world = world_size(ranks)
     if len(ranks) != 1 or world <= 1:
         return []
     rank = next(iter(ranks))
@@ -535,22 +536,26 @@ def step_variance(b: pd.DataFrame, skip_first: set[int]) -> list[dict]:
     ]
 
 
-def find(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame) -> list[dict]:
+def find(
+    df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame, meta: dict | None = None
+) -> list[dict]:
     """Every finding of a run, in ``FINDING_KINDS`` order.
 
-    ``b`` is ``step_breakdown(df)`` and ``steps`` is ``rank_steps(b)``.
+    ``b`` is ``step_breakdown(df)``, ``steps`` is ``rank_steps(b)`` and ``meta`` the per-rank
+    metadata (``df.attrs["ranks"]``, the default).
     """
+    meta = df.attrs.get("ranks", {}) if meta is None else meta
     warm = no_warmup(b)
     skip = set(warm[0]["ranks"]) if warm else set()
     found = [
         *straggler(b, steps, df),
-        *exposed_communication(b, world_size(df)),
+        *exposed_communication(b, world_size(meta)),
         *device_idle_host_bound(b, df),
         *short_kernels(df),
         *synchronize_in_step(df, b),
         *graph_breaks(df),
         *warm,
-        *one_rank_only(df),
+        *one_rank_only(meta),
         *step_variance(b, skip),
     ]
     return sorted(found, key=lambda f: FINDING_KINDS.index(f["kind"]))

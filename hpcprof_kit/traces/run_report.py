@@ -180,28 +180,30 @@ def report(data, *, top: int = 20) -> Report:
             "the trace table is empty, so there is nothing to report; check the run's traces "
             "folder (hpcprof-kit traces summary RUN says what each file held)"
         )
+    meta = df.attrs.get("ranks", {})
+    facts = run_facts(df)
+    full, df = df, bare(df)  # the analyses below need no metadata: pandas would copy it at every step
     b = bd.step_breakdown(df)
     steps = bd.rank_steps(b)
     panes = {
         "overview": overview(df, b),
         "operators": operators(df, top),
         "kernels": kernels(df, top),
-        "memory": memory(df),
+        "memory": memory(full),  # the memory events' sizes are read from the files again
         "distributed": distributed(df, b, steps),
     }
-    return Report(run_facts(df, b), fnd.find(df, b, steps), panes, df, b)
+    facts["kind"] = ",".join(sorted(set(b["kind"]))) if len(b) else None
+    facts["steps"] = sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else []
+    return Report(facts, fnd.find(df, b, steps, meta), panes, full, b)
 
 
-def run_facts(df: pd.DataFrame, b: pd.DataFrame) -> dict[str, Any]:
-    """What the run is: ranks, world size, kind, steps, events, the files read."""
+def run_facts(df: pd.DataFrame) -> dict[str, Any]:
+    """What the run is: ranks, world size, events, devices, the files read (the report adds
+    the trace's kind and steps)."""
     meta = df.attrs.get("ranks", {})
-    sizes = [m.get("world_size") for m in meta.values() if m.get("world_size")]
-    kinds = sorted(set(b["kind"])) if len(b) else []
     return {
         "ranks": sorted(int(r) for r in np.unique(df["rank"].to_numpy())),
-        "world_size": int(max(sizes)) if sizes else None,
-        "kind": kinds[0] if len(kinds) == 1 else ",".join(kinds),
-        "steps": sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else [],
+        "world_size": fnd.world_size(meta) if meta else None,
         "events": int(len(df)),
         "devices": sorted(
             {str(p.get("name")) for m in meta.values() for p in (m.get("device_properties") or [])}
@@ -293,13 +295,9 @@ def categories(df: pd.DataFrame) -> pd.DataFrame:
     """Events per category and track, with whether the kit reads that category on purpose."""
     import pandas as pd
 
-    counts = (
-        bare(df)
-        .groupby([df["cat"].astype(str), df["track"].astype(str)], observed=True)
-        .size()
-        .rename("events")
-        .reset_index()
-    )
+    df = bare(df)
+    counts = df.groupby(["cat", "track"], observed=True).size().rename("events").reset_index()
+    counts = counts.astype({"cat": str, "track": str})
     counts.columns = ["cat", "track", "events"]
     counts["known"] = counts["cat"].isin(KNOWN_CATS)
     counts = counts.sort_values(["events", "cat"], ascending=[False, True]).reset_index(drop=True)
@@ -376,7 +374,7 @@ def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 
     df = bare(df)
     sub = df[_kernel_rows(df)]
-    short = sub["name"].astype(str).map(kernel_name)
+    short = sub["name"].map(kernel_name).astype(str)  # a category column maps each label once
     rows = []
     for name in names:
         us = sub["dur_ns"].to_numpy()[(short == name).to_numpy()] / 1e3
@@ -420,7 +418,8 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     call = runtime[["rank", "corr", "ext_id"]].drop_duplicates(["rank", "corr"])
     # the innermost op of an External id: the shortest one
     op = ops.sort_values("dur_ns").drop_duplicates(["rank", "ext_id"])[["rank", "ext_id", "name"]]
-    k = kern[["rank", "corr", "name"]].assign(kernel=kern["name"].astype(str).map(kernel_name))
+    k = kern[["rank", "corr"]].assign(kernel=kern["name"].map(kernel_name).astype(str))
+    k = k[k["kernel"].isin(names)]
     k = k.merge(call, on=["rank", "corr"], how="left").merge(
         op.rename(columns={"name": "op"}), on=["rank", "ext_id"], how="left"
     )
@@ -509,7 +508,7 @@ def collectives(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["collective", "ranks", "calls", "total_ms", "mean_us", "skew_median_us", "skew_max_us"]
     if sub.empty:
         return pd.DataFrame([], columns=cols)
-    sub = sub.assign(collective=sub["name"].astype(str).map(kernel_name)).sort_values(
+    sub = sub.assign(collective=sub["name"].map(kernel_name).astype(str)).sort_values(
         ["rank", "ts_ns"], kind="stable"
     )
     sub["k"] = sub.groupby(["rank", "step", "collective"]).cumcount()
