@@ -231,3 +231,19 @@ def test_the_vocabulary_is_documented():
 
     for kind in FINDING_KINDS:
         assert f"``{kind}``" in F.__doc__
+
+
+def test_the_notebook_view_draws_a_pane_when_its_tab_opens(runs):
+    from hpcprof_kit.widgets.report import LATER
+
+    rep = report(runs["three"])
+    box = rep.show()
+    top, tabs = box.children
+    assert "rank 5 works" in top.value and "device_idle_host_bound" in top.value
+    assert [tabs.get_title(i) for i in range(len(PANES))] == [rep.panes[p].title for p in PANES]
+    first, *rest = tabs.children
+    assert "data:image/png;base64," in first.value and all(c.value == LATER for c in rest)
+    tabs.selected_index = PANES.index("distributed")
+    drawn = tabs.children[PANES.index("distributed")].value
+    assert drawn.count("data:image/png;base64,") == 2 and "stragglers" in drawn
+    assert tabs.children[PANES.index("memory")].value == LATER

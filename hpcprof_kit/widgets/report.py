@@ -7,20 +7,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.traces.run_report import Report
 
+LATER = "<p><i>This pane is drawn when you open its tab.</i></p>"
+
 
 def report_tabs(rep: Report):
-    """An ``ipywidgets.VBox``: the findings, then a ``Tab`` with a child per pane (its plots
-    and tables, drawn when the report is shown)."""
+    """An ``ipywidgets.VBox``: the findings, then a ``Tab`` with a child per pane. The first
+    pane is drawn now; each other pane's plots and tables when its tab is first opened, so
+    showing a report costs one pane's plots."""
     import ipywidgets as w
 
     from hpcprof_kit.traces.report_html import STYLE, findings_html, pane_html
 
     style = f"<style>{STYLE.replace('body {', '.hpk-report {')}</style>"
-    children = [
-        w.HTML(f"{style}<div class='hpk-report'>{pane_html(rep, name)}</div>") for name in rep.panes
-    ]
+    names = list(rep.panes)
+
+    def drawn(name: str) -> str:
+        return f"{style}<div class='hpk-report'>{pane_html(rep, name)}</div>"
+
+    children = [w.HTML(drawn(names[0]) if i == 0 else LATER) for i in range(len(names))]
     tabs = w.Tab(children=children)
-    for i, name in enumerate(rep.panes):
+    for i, name in enumerate(names):
         tabs.set_title(i, rep.panes[name].title)
+
+    def on_select(change) -> None:
+        i = change["new"]
+        if i is not None and children[i].value == LATER:
+            children[i].value = drawn(names[i])
+
+    tabs.observe(on_select, names="selected_index")
     top = w.HTML(f"{style}<div class='hpk-report'>{findings_html(rep.findings, rep.run)}</div>")
-    return w.VBox([top, tabs])
+    box = w.VBox([top, tabs])
+    box.tabs = tabs  # for a test or a script: select a tab to draw its pane
+    return box

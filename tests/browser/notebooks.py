@@ -26,7 +26,7 @@ from pathlib import Path
 SHOWS_SOMETHING = re.compile(
     r"\b(?:plot_\w+|draw_plan|schedule_explorer|job_form|job_monitor|timeline_zoom)\s*\("
     r"|progress\s*=\s*True|\bwait_for\((?![^)]*progress\s*=\s*False)"
-    r"|\.fig\b|\bipywidgets\b|\bplt\.show\(|\bdisplay\(\s*(?:fig|\w*plot)"
+    r"|\.fig\b|\bipywidgets\b|\bplt\.show\(|\breport\.show\(|\bdisplay\(\s*(?:fig|\w*plot)"
 )  # display(a_table) shows no picture: not listed
 
 VIAS = ("png", "html", "widget")
@@ -61,6 +61,8 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
         Shows('traces.plot_same_name(df, "aten::linear")', images=1, via="html"),
         Shows("traces.plot_memory(df)", images=1, via="html"),
         Shows("timeline_zoom(", widgets=1, images=1, via="widget"),  # issue #16's zoom
+        # the run's report: findings, then tabs; only the first pane is drawn until opened
+        Shows("report.show()", widgets=1, images=1, via="widget"),
     ),
     "07_affinity_exercise": (
         Shows("draw_plan(aurora)", images=1, via="png"),
