@@ -182,7 +182,8 @@ def report(data, *, top: int = 20) -> Report:
         )
     meta = df.attrs.get("ranks", {})
     facts = run_facts(df)
-    full, df = df, bare(df)  # the analyses below need no metadata: pandas would copy it at every step
+    # the analyses below need no metadata: pandas would copy it at every step
+    full, df = df, bare(df)
     b = bd.step_breakdown(df)
     steps = bd.rank_steps(b)
     panes = {
