@@ -119,7 +119,7 @@ def test_short_kernels_and_a_sync_in_the_step(runs):
     assert "synchronize_in_step" in sync
     # 3 ms of host work after the sync, the device idle, in a ~23 ms step
     assert sync["synchronize_in_step"]["value"] == pytest.approx(100 * 3 / 23.4, rel=0.05)
-    assert "cudaStreamSynchronize" in sync["synchronize_in_step"]["evidence"]
+    assert "cudaStreamSynchronize" in sync["synchronize_in_step"]["evidence"]["calls"]
     for name in ("clean", "straggler", "exposed"):
         assert not {"short_kernels", "synchronize_in_step"} & set(kinds(report(runs[name])))
 
@@ -247,3 +247,52 @@ def test_the_notebook_view_draws_a_pane_when_its_tab_opens(runs):
     drawn = tabs.children[PANES.index("distributed")].value
     assert drawn.count("data:image/png;base64,") == 2 and "stragglers" in drawn
     assert tabs.children[PANES.index("memory")].value == LATER
+
+
+def _same_findings(a: list[dict], b: list[dict]) -> None:
+    keys = ("kind", "ranks", "steps", "value", "threshold", "unit", "summary")
+    assert [{k: f[k] for k in keys} for f in a] == [{k: f[k] for k in keys} for f in b]
+
+
+@pytest.mark.parametrize("case", ["three", "sync", "short", "warmup", "clean"])
+def test_a_report_of_rank_summaries_finds_what_the_whole_table_finds(runs, case):
+    from hpcprof_kit.traces.run_report import report_from_summary
+    from hpcprof_kit.traces.summary import combine, summarise_rank
+
+    whole = report(runs[case])
+    summaries = [summarise_rank(traces.load(f)) for f in sorted(runs[case].glob("*.json"))]
+    parts = report_from_summary(combine(summaries))
+    _same_findings(parts.findings, whole.findings)
+    for pane, name in [("distributed", "rank_steps"), ("distributed", "stragglers"),
+                       ("distributed", "comm_overlap"), ("overview", "steps"),
+                       ("overview", "breakdown"), ("overview", "utilisation")]:  # fmt: skip
+        mine, theirs = parts.panes[pane].tables[name], whole.panes[pane].tables[name]
+        assert mine.reset_index(drop=True).equals(theirs.reset_index(drop=True)), name
+    assert "summaries" in parts.panes["memory"].missing["peaks"]
+
+
+def test_the_graph_breaks_of_a_compiled_run_survive_its_summary():
+    from hpcprof_kit.traces.run_report import report_from_summary
+    from hpcprof_kit.traces.summary import summarise
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(FIXTURES / "cuda_h100" / "compiled-0-of-1.json.gz")
+    _same_findings(report_from_summary(summarise(df)).findings, report(df).findings)
+
+
+def test_report_as_an_mpi_job_gives_the_one_process_findings(mpiexec, runs, tmp_path):
+    import subprocess
+    import sys
+
+    kit = str(Path(sys.executable).with_name("hpcprof-kit"))
+    html = tmp_path / "mpi.html"
+    done = subprocess.run(
+        [mpiexec, "-n", "2", kit, "traces", "report", str(runs["three"]), "--mpi", "--json",
+         "-o", str(html)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    _same_findings(doc["findings"], json.loads(report(runs["three"]).to_json())["findings"])
+    assert 'id="pane-distributed"' in html.read_text()

@@ -75,6 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--force", action="store_true", help="replace the HTML file if it exists")
     r.add_argument("--top", type=int, default=20, help="rows of the top tables (default 20)")
+    r.add_argument(
+        "--mpi",
+        action="store_true",
+        help="build it from per-rank summaries made across an MPI job (mpiexec -n 8 "
+        "hpcprof-kit traces report PATH --mpi): the same findings, the panes a summary fills",
+    )
     r.set_defaults(func=cmd_report)
 
     t = sub.add_parser("top", help="the ops, kernels or record_function ranges with the most time")
@@ -216,7 +222,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise SpecError(f"--top {args.top} is not a number of rows; pass --top 1 or more")
     if args.output:
         _refuse_existing(args.output, args.force)
-    rep = report(_load(args.path), top=args.top)
+    if args.mpi:
+        from hpcprof_kit.traces.mpi_summary import run_summary
+        from hpcprof_kit.traces.run_report import report_from_summary
+
+        run = run_summary(args.path)
+        if run is None:  # not MPI rank 0: rank 0 speaks for the job
+            return 0
+        rep = report_from_summary(run, top=args.top)
+    else:
+        rep = report(_load(args.path), top=args.top)
     if args.output:
         import matplotlib
 

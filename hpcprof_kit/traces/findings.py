@@ -34,6 +34,7 @@ A finding is a dict: ``kind``, ``ranks``, ``steps``, ``value``, ``threshold``, `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,9 +99,12 @@ def stepped(b: pd.DataFrame) -> pd.DataFrame:
     return b[b["step"].to_numpy() >= 0]
 
 
-def straggler(b: pd.DataFrame, steps: pd.DataFrame, df: pd.DataFrame) -> list[dict]:
+def straggler(
+    b: pd.DataFrame, steps: pd.DataFrame, df: pd.DataFrame | None, slower=None
+) -> list[dict]:
     """The rank the others wait for, when it is the same rank in at least half the steps and
-    costs them 5 % of the step or more; the evidence names its slowest kernels or ops."""
+    costs them 5 % of the step or more; the evidence names its slowest kernels or ops (from
+    ``df``, or ``slower(rank)`` when there is no table)."""
     named = steps["straggler"].to_numpy()
     ranks = sorted({int(r) for r in named if r >= 0})
     if not ranks or b["rank"].nunique() < 2:
@@ -118,7 +122,7 @@ def straggler(b: pd.DataFrame, steps: pd.DataFrame, df: pd.DataFrame) -> list[di
     busy, wait = busy_and_wait(b)
     per = b.assign(busy=busy / 1e6, wait=wait / 1e6).groupby("rank")[["busy", "wait"]].median()
     others = per.drop(index=rank)
-    slower = slower_names(df, rank)
+    slower = slower_names(df, rank) if df is not None else (slower(rank) if slower else [])
     evidence = {
         "straggler_steps": f"{counts[rank]} of {len(steps)}",
         "cost_ms_per_step": round(float(np.median(steps["cost_ms"].to_numpy()[mine])), 3),
@@ -222,7 +226,7 @@ def exposed_communication(b: pd.DataFrame, world: int = 1) -> list[dict]:
     ]
 
 
-def device_idle_host_bound(b: pd.DataFrame, df: pd.DataFrame) -> list[dict]:
+def device_idle_host_bound(b: pd.DataFrame, df: pd.DataFrame | None) -> list[dict]:
     """Device ranks whose device does nothing for 10 % of a step or more while the host
     works (data loading, launches) or nothing at all runs."""
     b = stepped(b)
@@ -242,7 +246,7 @@ def device_idle_host_bound(b: pd.DataFrame, df: pd.DataFrame) -> list[dict]:
         "other_ranks_median_pct": round(float(per.drop(index=hot.index).median()), 2)
         if len(per) > len(hot)
         else None,
-        "host_ops_during_idle": host_ops_in_steps(df, rows),
+        "host_ops_during_idle": host_ops_in_steps(df, rows) if df is not None else None,
     }
     out.append(
         _finding(
@@ -278,31 +282,80 @@ def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> lis
     return [{"name": n, "total_ms": round(float(v) / 1e6, 3)} for n, v in total.head(top).items()]
 
 
-def short_kernels(df: pd.DataFrame) -> list[dict]:
-    """Most device kernels last under 10 µs: launch overhead dominates them."""
+SIGNAL_COLUMNS = ["rank", "step", "kernels", "short_kernels", "short_ns", "sync_idle_ns",
+                  "sync_calls", "regions", "region_names"]  # fmt: skip
+
+
+def signals(df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and step (-1: outside every step) the event counts three rules read, small
+    enough to keep in a rank's summary: device kernels and those under 10 µs (count, ns),
+    the device idle after host syncs (:func:`sync_gaps`, a gap counted once) and their calls,
+    and the distinct compiled regions (``Torch-Compiled Region: f/r``; their names joined by
+    ``,``). Summed or combined over ranks, they give the numbers the rules give on the whole
+    table, so a report made of per-rank summaries finds what a report of the table finds.
+    """
+    import pandas as pd
+
     df = bare(df)
-    rows = text_test(df["track"], lambda s: s == "gpu") & (df["device"].to_numpy() >= 0)
-    dur = df["dur_ns"].to_numpy()[rows]
-    if dur.size < 20:
+    key = ["rank", "step"]
+    rank, step = df["rank"].to_numpy(dtype=np.int64), df["step"].to_numpy(dtype=np.int64)
+    parts = []
+    gpu = text_test(df["track"], lambda s: s == "gpu") & (df["device"].to_numpy() >= 0)
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    k = pd.DataFrame({"rank": rank[gpu], "step": step[gpu], "dur": dur[gpu]})
+    k["short"] = k["dur"] < SHORT_KERNEL_NS
+    k["short_ns"] = np.where(k["short"], k["dur"], 0)
+    parts.append(
+        k.groupby(key).agg(kernels=("dur", "size"), short_kernels=("short", "sum"),
+                           short_ns=("short_ns", "sum"))
+    )  # fmt: skip
+    gaps = sync_gaps(df)
+    if len(gaps):
+        once = gaps.groupby([*key, "next_device_ns"])["idle_after_ns"].max()
+        sync = once.groupby(level=key).sum().rename("sync_idle_ns").to_frame()
+        sync["sync_calls"] = gaps.groupby(key).size()
+        parts.append(sync)
+    compiled = text_test(df["name"], lambda s: s.str.startswith(COMPILED_REGION))
+    if compiled.any():
+        names = df["name"][compiled].astype(str).str.slice(len(COMPILED_REGION))
+        c = pd.DataFrame({"rank": rank[compiled], "step": step[compiled], "n": names.to_numpy()})
+        regions = c.groupby(key)["n"].agg(lambda v: ",".join(sorted(set(v)))).rename("region_names")
+        parts.append(regions.to_frame().assign(regions=c.groupby(key)["n"].nunique()))
+    out = (
+        pd.concat(parts, axis=1)
+        if parts
+        else pd.DataFrame(index=pd.MultiIndex.from_arrays([[], []], names=key))
+    )
+    out = out.reset_index()
+    for col in SIGNAL_COLUMNS[2:-1]:
+        out[col] = (out[col] if col in out else pd.Series(0, index=out.index)).fillna(0)
+        out[col] = out[col].astype(np.int64)
+    names = out["region_names"] if "region_names" in out else pd.Series("", index=out.index)
+    out["region_names"] = names.fillna("").astype(str)
+    return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def short_kernels(sig: pd.DataFrame) -> list[dict]:
+    """Most device kernels last under 10 µs: launch overhead dominates them. ``sig`` is
+    :func:`signals`."""
+    kernels, short = int(sig["kernels"].sum()), int(sig["short_kernels"].sum())
+    if kernels < 20:
         return []
-    short = dur < SHORT_KERNEL_NS
-    value = 100.0 * short.mean()
+    value = 100.0 * short / kernels
     if value < THRESHOLDS["short_kernels"]:
         return []
-    names = df["name"][rows][short].astype(str).value_counts().head(3)
     return [
         _finding(
             "short_kernels",
-            sorted(df["rank"][rows].unique()),
+            sorted(sig.loc[sig["kernels"] > 0, "rank"].unique()),
             [],
             value,
             "% of kernels",
-            f"{value:.0f} % of the {dur.size} device kernels last under 10 µs",
+            f"{value:.0f} % of the {kernels} device kernels last under 10 µs",
             {
-                "kernels": int(dur.size),
-                "short": int(short.sum()),
-                "short_total_ms": round(float(dur[short].sum()) / 1e6, 3),
-                "most_frequent_short": {str(k): int(v) for k, v in names.items()},
+                "kernels": kernels,
+                "short": short,
+                "short_total_ms": round(float(sig["short_ns"].sum()) / 1e6, 3),
             },
             "Fuse small kernels (torch.compile), use a larger batch, or capture the step "
             "with CUDA/XPU graphs so launches stop dominating.",
@@ -358,33 +411,35 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def synchronize_in_step(df: pd.DataFrame, b: pd.DataFrame) -> list[dict]:
+def synchronize_in_step(sig: pd.DataFrame, b: pd.DataFrame, gaps=None) -> list[dict]:
     """Host calls that wait for the device inside steps, after which the device sits idle for
-    5 % of the step or more (median over steps) until the host launches again."""
-    gaps = sync_gaps(df)
+    5 % of the step or more (median over steps) until the host launches again. ``sig`` is
+    :func:`signals`; ``gaps`` (:func:`sync_gaps`), when given, names the calls."""
     b = stepped(b)
-    if gaps.empty or b.empty:
+    per = sig[(sig["step"] >= 0) & (sig["sync_calls"] > 0)].set_index(["rank", "step"])
+    if per.empty or b.empty:
         return []
-    # syncs nested in one another wait for the same gap: count it once
-    once = gaps.groupby(["rank", "step", "next_device_ns"])["idle_after_ns"].max()
-    per = once.groupby(level=["rank", "step"]).sum()
     wall = b.set_index(["rank", "step"])["wall_ns"]
-    share = (100.0 * per / wall.reindex(per.index)).dropna()
+    share = (100.0 * per["sync_idle_ns"] / wall.reindex(per.index)).dropna()
     if share.empty:
         return []
     value = float(share.groupby(level="step").median().median())
     if value < THRESHOLDS["synchronize_in_step"]:
         return []
-    names = gaps.groupby("name")[["dur_ns", "idle_after_ns"]].agg(["count", "sum"])
-    names = names.sort_values(("idle_after_ns", "sum"), ascending=False).head(3)
-    evidence = {
-        str(n): {
-            "calls": int(r[("dur_ns", "count")]),
-            "host_wait_ms": round(float(r[("dur_ns", "sum")]) / 1e6, 3),
-            "device_idle_after_ms": round(float(r[("idle_after_ns", "sum")]) / 1e6, 3),
-        }
-        for n, r in names.iterrows()
+    evidence: dict[str, Any] = {
+        "sync_calls": int(per["sync_calls"].sum()),
+        "device_idle_after_ms": round(float(per["sync_idle_ns"].sum()) / 1e6, 3),
     }
+    if gaps is not None and len(gaps):
+        names = gaps.groupby("name")[["dur_ns", "idle_after_ns"]].agg(["count", "sum"])
+        names = names.sort_values(("idle_after_ns", "sum"), ascending=False).head(3)
+        evidence["calls"] = {
+            str(n): {
+                "calls": int(r[("dur_ns", "count")]),
+                "host_wait_ms": round(float(r[("dur_ns", "sum")]) / 1e6, 3),
+            }
+            for n, r in names.iterrows()
+        }
     return [
         _finding(
             "synchronize_in_step",
@@ -401,30 +456,27 @@ def synchronize_in_step(df: pd.DataFrame, b: pd.DataFrame) -> list[dict]:
     ]
 
 
-def graph_breaks(df: pd.DataFrame) -> list[dict]:
-    """More than one compiled region per step (graph breaks), or recompiles."""
-    df = bare(df)
-    rows = text_test(df["name"], lambda s: s.str.startswith(COMPILED_REGION))
-    rows &= df["step"].to_numpy() >= 0
-    sub = df[rows]
-    if sub.empty:
+def graph_breaks(sig: pd.DataFrame) -> list[dict]:
+    """More than one compiled region per step (graph breaks), or recompiles. ``sig`` is
+    :func:`signals`."""
+    per = sig[(sig["step"] >= 0) & (sig["regions"] > 0)]
+    if per.empty:
         return []
-    names = sub["name"].astype(str).str.slice(len(COMPILED_REGION))
-    per_step = names.groupby([sub["rank"].to_numpy(), sub["step"].to_numpy()]).nunique()
-    value = float(per_step.median())
-    recompiles = sorted({n for n in names if "/" in n and n.split("/")[-1] not in ("0", "")})
+    value = float(per["regions"].median())
+    names = sorted({n for text in per["region_names"] for n in text.split(",") if n})
+    recompiles = [n for n in names if "/" in n and n.split("/")[-1] not in ("0", "")]
     if value <= THRESHOLDS["graph_breaks"] and not recompiles:
         return []
     return [
         _finding(
             "graph_breaks",
-            sorted({r for r, _ in per_step.index}),
-            sorted({s for _, s in per_step.index}),
+            sorted(per["rank"].unique()),
+            sorted(per["step"].unique()),
             value,
             "compiled regions per step",
             f"each step runs {value:.0f} compiled regions: the model graph breaks"
             + (f"; recompiled: {', '.join(recompiles)}" if recompiles else ""),
-            {"regions": sorted(set(names)), "recompiled": recompiles},
+            {"regions": names, "recompiled": recompiles},
             "Find the breaks with TORCH_LOGS=graph_breaks (or torch._dynamo.explain); "
             "recompiles with TORCH_LOGS=recompiles; mark dynamic shapes or keep them static.",
         )
@@ -545,15 +597,30 @@ def find(
     metadata (``df.attrs["ranks"]``, the default).
     """
     meta = df.attrs.get("ranks", {}) if meta is None else meta
+    return find_in(b, steps, signals(df), meta, df)
+
+
+def find_in(
+    b: pd.DataFrame,
+    steps: pd.DataFrame,
+    sig: pd.DataFrame,
+    meta: dict,
+    df: pd.DataFrame | None = None,
+    slower: Callable[[int], list[dict]] | None = None,
+) -> list[dict]:
+    """The findings from a run's breakdown, ``rank_steps``, :func:`signals` and per-rank
+    metadata: what a run summary holds. ``df``, the trace table when there is one, adds
+    evidence (the host ops during device idle, the sync calls by name); ``slower(rank)``
+    stands in for the straggler's slower kernels when there is none."""
     warm = no_warmup(b)
     skip = set(warm[0]["ranks"]) if warm else set()
     found = [
-        *straggler(b, steps, df),
+        *straggler(b, steps, df, slower),
         *exposed_communication(b, world_size(meta)),
         *device_idle_host_bound(b, df),
-        *short_kernels(df),
-        *synchronize_in_step(df, b),
-        *graph_breaks(df),
+        *short_kernels(sig),
+        *synchronize_in_step(sig, b, sync_gaps(df) if df is not None else None),
+        *graph_breaks(sig),
         *warm,
         *one_rank_only(meta),
         *step_variance(b, skip),

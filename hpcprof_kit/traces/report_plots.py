@@ -54,18 +54,18 @@ def pane_figures(rep: Report, pane: str) -> dict[str, Any]:
 
     tables = rep.panes[pane].tables
     out: dict[str, Any] = {}
-    if pane == "overview" and rep.table is not None and "steps" in tables:
+    if pane == "overview" and "steps" in tables:
         out["breakdown"] = plots.plot_breakdown(rep.breakdown)
-    elif pane == "kernels" and "top_kernels" in tables:
+    elif pane == "kernels" and "top_kernels" in tables and rep.table is not None:
         hist = kernel_histograms(rep)
         if hist is not None:
             out["durations"] = hist
-    elif pane == "memory" and "peaks" in tables:
+    elif pane == "memory" and "peaks" in tables and rep.table is not None:
         out["memory"] = plot_memory(rep.table)
     elif pane == "distributed" and "rank_steps" in tables:
         steps = rep.panes["distributed"].tables["rank_steps"].set_index("step")
         steps.attrs["value"] = "busy"
         out["rank_heatmap"] = plots.plot_rank_heatmap(steps)
-        if int(rep.table["rank"].nunique()) > 1:
+        if int(rep.breakdown["rank"].nunique()) > 1:
             out["breakdown_spread"] = spread.plot_breakdown_spread(rep.breakdown)
     return out

@@ -220,7 +220,10 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
     return {"p10": float(p10), "median": float(med), "p90": float(p90)}
 
 
-def overview(df: pd.DataFrame, b: pd.DataFrame) -> Pane:
+SUMMARY_ONLY = "not kept in the per-rank summaries of an --mpi report; run it in one process"
+
+
+def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
     import pandas as pd
 
     pane = Pane(PANE_TITLES["overview"])
@@ -270,16 +273,22 @@ def overview(df: pd.DataFrame, b: pd.DataFrame) -> Pane:
         try:
             from hpcprof_kit.traces.device_idle import idle_split
 
-            split = idle_split(df)
-            pane.tables["idle_split"] = split[split["stream"] == -1].reset_index(drop=True)
+            if df is None:
+                pane.missing["idle_split"] = SUMMARY_ONLY
+            else:
+                split = idle_split(df)
+                pane.tables["idle_split"] = split[split["stream"] == -1].reset_index(drop=True)
         except TraceFormatError as exc:
             pane.missing["idle_split"] = str(exc)
     else:
         why = "a CPU-only trace: no device events, so no device utilisation or idle split"
         pane.missing["utilisation"] = why
         pane.missing["idle_split"] = why
-    pane.tables["categories"] = categories(df)
-    unknown = pane.tables["categories"].query("known == False")
+    if df is None:
+        pane.missing["categories"] = SUMMARY_ONLY
+    else:
+        pane.tables["categories"] = categories(df)
+    unknown = pane.tables["categories"].query("known == False") if df is not None else ()
     if len(unknown):
         names = ", ".join(repr(c) for c in unknown["cat"])
         pane.notes.append(
@@ -535,3 +544,65 @@ def collectives(df: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["total_ms", "collective"], ascending=[False, True]).reset_index(
         drop=True
     )
+
+
+def report_from_summary(run, top: int = 20) -> Report:
+    """The report of a run from its per-rank summaries (:class:`~hpcprof_kit.traces.summary.
+    RunSummary`, what ``hpcprof-kit traces report PATH --mpi`` gathers on MPI rank 0): the
+    same findings with the same numbers as :func:`report` of the whole table (their evidence
+    lacks what needs the events: the host ops during device idle, the sync calls by name),
+    and the panes a summary can fill; the others say so."""
+    import pandas as pd
+
+    b, steps = run.breakdown, run.steps
+    sig = run.signals if run.signals is not None else pd.DataFrame(columns=fnd.SIGNAL_COLUMNS)
+    meta = run.ranks
+    same = run.same_name
+
+    def slower(rank: int) -> list[dict]:
+        if same.empty or rank not in set(same["rank"]):
+            return []
+        med = same.pivot_table(index="name", columns="rank", values="median_us")
+        if med.shape[1] < 2:
+            return []
+        others = med.drop(columns=rank).median(axis=1)
+        ratio = (med[rank] / others).dropna()
+        ratio = ratio[ratio > 1.1].sort_values(ascending=False).head(3)
+        return [
+            {"name": str(n), "rank_median_us": round(float(med.loc[n, rank]), 3),
+             "others_median_us": round(float(others.loc[n]), 3), "ratio": round(float(r), 3)}
+            for n, r in ratio.items()
+        ]  # fmt: skip
+
+    panes = {
+        "overview": overview(None, b),
+        "operators": Pane(PANE_TITLES["operators"]),
+        "kernels": Pane(PANE_TITLES["kernels"]),
+        "memory": Pane(PANE_TITLES["memory"], missing={"peaks": SUMMARY_ONLY}),
+        "distributed": Pane(PANE_TITLES["distributed"]),
+    }
+    if len(run.top_ops):
+        panes["operators"].tables["top_ops"] = run.top_ops.head(top)
+    if len(run.top_kernels):
+        panes["kernels"].tables["top_kernels"] = run.top_kernels.head(top)
+    for name in ("launched_by", "durations", "launches"):
+        panes["kernels"].missing[name] = SUMMARY_ONLY
+    dist = panes["distributed"]
+    if len(b):
+        dist.tables["rank_steps"] = steps.reset_index()
+        dist.tables["stragglers"] = run.stragglers
+        dist.tables["comm_overlap"] = run.overlap
+    if len(run.comm):
+        dist.tables["collectives"] = run.comm
+    dist.missing["skew"] = SUMMARY_ONLY
+    facts = {
+        "ranks": sorted(int(r) for r in meta),
+        "world_size": fnd.world_size(meta) if meta else None,
+        "events": int(sum(m.get("events", 0) for m in meta.values())),
+        "devices": [],
+        "sources": sorted(str(p) for m in meta.values() for p in m.get("sources", []))[:8],
+        "kind": ",".join(sorted(set(b["kind"]))) if len(b) else None,
+        "steps": sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else [],
+    }
+    found = fnd.find_in(b, steps, sig, meta, None, slower)
+    return Report(facts, found, panes, None, b)

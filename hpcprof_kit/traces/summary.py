@@ -28,6 +28,7 @@ import numpy as np
 from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces.breakdown import PARTS, bare, comm_overlap, rank_steps, text_test
+from hpcprof_kit.traces.findings import SIGNAL_COLUMNS, signals
 from hpcprof_kit.traces.ops import KERNEL_TRACKS, kernel_name, same_name, top_kernels, top_ops
 from hpcprof_kit.traces.order import by_value
 
@@ -52,6 +53,7 @@ class RankSummary:
     kernels: pd.DataFrame  # kernel, count, total_ns, self_ns, max_ns
     comm: pd.DataFrame  # collective, count, total_ns, max_ns (comm track, by kernel name)
     same: pd.DataFrame  # same_name(df, name) row of this rank for its top names
+    signals: pd.DataFrame | None = None  # findings.signals of this rank (report rules)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class RunSummary:
     top_kernels: pd.DataFrame  # top_kernels of the run
     slowest_ops: pd.DataFrame  # top_ops of each of the slowest ranks, with a rank column
     same_name: pd.DataFrame  # per name and rank: same_name's row of that rank
+    signals: pd.DataFrame | None = None  # findings.signals of every rank (report rules)
     failures: list[dict[str, str]] = field(default_factory=list)  # files that did not load
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's meta, by rank
 
@@ -120,6 +123,7 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
         kernels,
         _comm_totals(df),
         _same_rows(df, rank, names),
+        signals(df),
     )
 
 
@@ -257,6 +261,7 @@ def combine(
         top_kernels=top_table(_concat([s.kernels for s in by_file], ["kernel", *TOTALS]), "kernel"),
         slowest_ops=slowest_ops,
         same_name=_concat([s.same for s in by_rank], ["name", "rank", *SAME_COLUMNS]),
+        signals=_concat([s.signals for s in by_rank if s.signals is not None], SIGNAL_COLUMNS),
         failures=list(failures or []),
         ranks={s.rank: s.meta for s in by_rank},
     )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.traces.summary import RankSummary, RunSummary
 
 TABLES = ("breakdown", "ops", "kernels", "comm", "same")
+OPTIONAL = ("signals",)  # written when present; a summary from before it reads without it
 
 
 def write_summary(summary: RankSummary, folder: str | os.PathLike[str]) -> Path:
@@ -36,8 +37,10 @@ def write_summary(summary: RankSummary, folder: str | os.PathLike[str]) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"__meta__": np.array(json.dumps(_meta(summary)))}
-    for name in TABLES:
+    for name in TABLES + OPTIONAL:
         table = getattr(summary, name)
+        if table is None:
+            continue
         arrays[f"{name}/__columns__"] = np.array(list(table.columns), dtype=str)
         arrays[f"{name}/__dtypes__"] = np.array([str(t) for t in table.dtypes], dtype=str)
         for col in table.columns:
@@ -67,7 +70,9 @@ def read_summary(path: str | os.PathLike[str]) -> RankSummary:
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(str(npz["__meta__"]))
             tables = {}
-            for name in TABLES:
+            for name in TABLES + OPTIONAL:
+                if name in OPTIONAL and f"{name}/__columns__" not in npz.files:
+                    continue
                 cols = [str(c) for c in npz[f"{name}/__columns__"]]
                 dtypes = [str(t) for t in npz[f"{name}/__dtypes__"]]
                 data = {
