@@ -296,3 +296,23 @@ def test_report_as_an_mpi_job_gives_the_one_process_findings(mpiexec, runs, tmp_
     doc = json.loads(done.stdout)
     _same_findings(doc["findings"], json.loads(report(runs["three"]).to_json())["findings"])
     assert 'id="pane-distributed"' in html.read_text()
+
+
+def test_user_ranges_give_device_time_without_gpu_annotations(runs, tmp_path):
+    """XPU traces have no gpu_user_annotation copy of a range: the device time is that of the
+    kernels the range launched (here a CUDA-layout run without the copies)."""
+    doc = json.loads((runs["clean"] / "trace-0-of-8.json").read_text())
+    events = doc["traceEvents"]
+    step0 = next(e for e in events if e["name"] == "ProfilerStep#0")
+    launches = [e for e in events if e["name"] == "cudaLaunchKernel"][:5]
+    start, end = launches[0]["ts"] - 1.0, launches[-1]["ts"] + 1.0
+    events.append({"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 100,
+                   "tid": 100, "ts": start, "dur": end - start, "args": {}})  # fmt: skip
+    assert start >= step0["ts"]
+    corr = {e["args"]["correlation"] for e in launches}
+    expected = sum(
+        e["dur"] for e in events if e["cat"] == "kernel" and e["args"]["correlation"] in corr
+    )
+    (tmp_path / "trace-0-of-1.json").write_text(json.dumps(doc))
+    table = traces.user_ranges(traces.load(tmp_path / "trace-0-of-1.json"))
+    assert table.loc["forward", "device_ms"] == pytest.approx(expected / 1e3, abs=1e-6)

@@ -182,8 +182,9 @@ def user_ranges(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
 
     Same columns as :func:`top_ops` (``self_ms``: minus the ranges nested inside, on the
     same thread), plus ``device_ms`` on device traces: the time the device spent inside the
-    range (torch's ``gpu_user_annotation`` copy of it). A table without ranges warns and is
-    empty.
+    range: torch's ``gpu_user_annotation`` copy of it where the trace has one (CUDA, ROCm),
+    else the summed duration of the device events launched while the range ran on its rank
+    (XPU traces, which have no such copy). A table without ranges warns and is empty.
 
     >>> from hpcprof_kit import traces                           # doctest: +SKIP
     >>> traces.user_ranges(traces.load("runs/x"))                # doctest: +SKIP
@@ -206,7 +207,42 @@ def user_ranges(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     if len(on_device):
         device_ns = on_device.groupby(on_device["name"].astype(str))["dur_ns"].sum()
         table["device_ms"] = device_ns.reindex(table.index).fillna(0).to_numpy() / 1e6
+    elif len(table):
+        launched = _launched_device_ns(df, sub)
+        if launched is not None:
+            device_ns = launched.groupby(sub["name"].astype(str).to_numpy()).sum()
+            table["device_ms"] = device_ns.reindex(table.index).fillna(0).to_numpy() / 1e6
     return table
+
+
+def _launched_device_ns(df: pd.DataFrame, ranges: pd.DataFrame) -> pd.Series | None:
+    """Per range row: the summed duration of the device events launched (runtime call with a
+    correlation id) while the range ran on its rank; None when the table has no launches."""
+    import pandas as pd
+
+    corr = df["corr"].to_numpy()
+    call = text_test(df["track"], lambda s: s == "runtime") & (corr >= 0)
+    dev = (df["device"].to_numpy() >= 0) & (corr >= 0) & ~call
+    dev &= text_test(df["track"], lambda s: s.isin(("gpu", "comm", "memcpy", "memset")))
+    if not call.any() or not dev.any():
+        return None
+    rank = df["rank"].to_numpy().astype(np.int64)
+    key = (rank << 40) | (corr.astype(np.int64) & ((1 << 40) - 1))
+    dur = pd.Series(df["dur_ns"].to_numpy()[dev]).groupby(key[dev]).sum()
+    calls = pd.DataFrame({"rank": rank[call], "ts": df["ts_ns"].to_numpy()[call]})
+    calls["ns"] = dur.reindex(key[call]).fillna(0).to_numpy(dtype=np.int64)
+    calls = calls.sort_values(["rank", "ts"], kind="stable")
+    out = np.zeros(len(ranges), dtype=np.int64)
+    r_rank = ranges["rank"].to_numpy().astype(np.int64)
+    r_start = ranges["ts_ns"].to_numpy()
+    r_end = r_start + ranges["dur_ns"].to_numpy()
+    for rk, rows in calls.groupby("rank"):
+        ts, total = rows["ts"].to_numpy(), np.concatenate([[0], np.cumsum(rows["ns"].to_numpy())])
+        mine = r_rank == rk
+        lo = np.searchsorted(ts, r_start[mine], side="left")
+        hi = np.searchsorted(ts, r_end[mine], side="left")
+        out[mine] = total[hi] - total[lo]
+    return pd.Series(out, index=ranges.index)
 
 
 def kernel_name(name: str) -> str:
