@@ -335,6 +335,12 @@ def signals(df: pd.DataFrame) -> pd.DataFrame:
     return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
 
 
+def kernel_rows(df: pd.DataFrame) -> np.ndarray:
+    """Rows of device kernels, compute and communication, with a duration."""
+    rows = text_test(df["track"], lambda s: s.isin(("gpu", "comm")))
+    return rows & (df["device"].to_numpy() >= 0) & (df["dur_ns"].to_numpy() > 0)
+
+
 def short_kernels(sig: pd.DataFrame) -> list[dict]:
     """Most device kernels last under 10 µs: launch overhead dominates them. ``sig`` is
     :func:`signals`."""

@@ -17,8 +17,6 @@ from hpcprof_kit.errors import SpecError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.traces.run_report import Report
-
 MAX_ROWS = 60  # rows of a table shown in the page (the JSON has them all)
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -93,7 +91,7 @@ def figure_html(plot) -> str:
     return f'<img alt="plot" src="data:image/png;base64,{data}">'
 
 
-def pane_html(rep: Report, name: str, figures: bool = True) -> str:
+def pane_html(rep: Any, name: str, figures: bool = True) -> str:
     pane = rep.panes[name]
     parts = []
     if figures:
@@ -108,7 +106,7 @@ def pane_html(rep: Report, name: str, figures: bool = True) -> str:
     return "".join(parts)
 
 
-def page(rep: Report) -> str:
+def page(rep: Any) -> str:
     """The whole report as one HTML document."""
     import matplotlib
 
@@ -132,7 +130,7 @@ def page(rep: Report) -> str:
     )
 
 
-def write_html(rep: Report, path: Path, *, force: bool = False) -> Path:
+def write_html(rep: Any, path: Path, *, force: bool = False) -> Path:
     """Write :func:`page` to ``path``; an existing file is kept unless ``force``."""
     if path.exists() and not force:
         raise SpecError(

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hpcprof_kit.traces.run_report import Report
 
-
-def kernel_histograms(rep: Report) -> Plot | None:
+def kernel_histograms(rep: Any) -> Plot | None:
     """Kernel durations (all kernels) and launch delays, log-scaled histograms."""
-    from hpcprof_kit.traces.run_report import _kernel_rows
+    from hpcprof_kit.traces.findings import kernel_rows
 
     df = rep.table
-    rows = _kernel_rows(df)
+    rows = kernel_rows(df)
     if not rows.any():
         return None
     us = df["dur_ns"].to_numpy()[rows] / 1e3
@@ -47,7 +44,7 @@ def kernel_histograms(rep: Report) -> Plot | None:
     return Plot(fig, rep.panes["kernels"].tables.get("durations"))
 
 
-def pane_figures(rep: Report, pane: str) -> dict[str, Any]:
+def pane_figures(rep: Any, pane: str) -> dict[str, Any]:
     """name -> Plot for ``pane`` (empty when the pane has nothing to draw)."""
     from hpcprof_kit.traces import plots, spread
     from hpcprof_kit.traces.memory import plot_memory

@@ -370,11 +370,6 @@ def kernels(df: pd.DataFrame, top: int) -> Pane:
     return pane
 
 
-def _kernel_rows(df: pd.DataFrame) -> np.ndarray:
-    rows = text_test(df["track"], lambda s: s.isin(("gpu", "comm")))
-    return rows & (df["device"].to_numpy() >= 0) & (df["dur_ns"].to_numpy() > 0)
-
-
 def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """Per kernel of ``names``: count, min / p10 / median / p90 / max duration (µs) and how
     many last under 10 µs."""
@@ -383,7 +378,7 @@ def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     from hpcprof_kit.traces.ops import kernel_name
 
     df = bare(df)
-    sub = df[_kernel_rows(df)]
+    sub = df[fnd.kernel_rows(df)]
     short = sub["name"].map(kernel_name).astype(str)  # a category column maps each label once
     rows = []
     for name in names:
@@ -415,7 +410,7 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     from hpcprof_kit.traces.ops import kernel_name
 
     df = bare(df)
-    kern = df[_kernel_rows(df) & (df["corr"].to_numpy() >= 0)]
+    kern = df[fnd.kernel_rows(df) & (df["corr"].to_numpy() >= 0)]
     runtime = df[text_test(df["track"], lambda s: s == "runtime") & (df["corr"].to_numpy() >= 0)]
     ops = df[
         text_test(df["cat"], lambda s: s == "cpu_op")

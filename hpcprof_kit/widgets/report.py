@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hpcprof_kit.traces.run_report import Report
+from typing import Any
 
 LATER = "<p><i>This pane is drawn when you open its tab.</i></p>"
 
 
-def report_tabs(rep: Report):
+def report_tabs(rep: Any):
     """An ``ipywidgets.VBox``: the findings, then a ``Tab`` with a child per pane. The first
     pane is drawn now; each other pane's plots and tables when its tab is first opened, so
     showing a report costs one pane's plots."""
