@@ -216,6 +216,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, sort_keys=True))
         return 0
     print(f"{data['state']}  job {data['job_id']}  exit code {data.get('exit_code')}")
+    if data.get("note"):
+        print(f"note: {data['note']}")
+    if data.get("comment"):
+        print(f"scheduler comment: {data['comment']}")
     if data["state"] in ("FAILED", "TIMEOUT", "CANCELLED"):
         lines = failure_lines(job.run_dir)
         if lines:

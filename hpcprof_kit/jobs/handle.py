@@ -19,6 +19,7 @@ from pathlib import Path
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import (
     FINAL_STATES,
+    NEVER_RUNS,
     STATES,
     Backend,
     SchedulerNotAnswering,
@@ -107,6 +108,8 @@ class Job:
         interval = self.backend.poll_interval
         try:
             while state not in FINAL_STATES:
+                if never_runs(self.run.manifest()):
+                    break  # the scheduler says so; the job stays queued until cancelled
                 elapsed = time.monotonic() - start
                 display.update(state, elapsed, read_progress(self.run_dir))
                 if timeout is not None and elapsed >= timeout:
@@ -119,7 +122,8 @@ class Job:
                 time.sleep(interval)
                 state = self.refresh()
         finally:
-            display.close(state)
+            said = self.run.manifest().get("comment", "")
+            display.close(f"{state}: {said}" if never_runs(self.run.manifest()) else state)
         return state
 
     def tail(self, n: int = 20, stream: str = "stdout") -> str:
@@ -153,6 +157,11 @@ class Job:
         return state
 
 
+def never_runs(manifest: dict) -> bool:
+    """The job is queued and its scheduler says it can never run (PBS ``Can Never Run: ...``)."""
+    return manifest.get("state") == "QUEUED" and manifest.get("comment", "").startswith(NEVER_RUNS)
+
+
 def _changes(current: dict, status: Status) -> dict:
     """The manifest fields a new status changes; nothing once the manifest holds a final state."""
     if current.get("state") in FINAL_STATES:
@@ -169,6 +178,8 @@ def _changes(current: dict, status: Status) -> dict:
             changes["started_at"] = current.get("started_at") or changes["ended_at"]
     if status.note != current.get("note", "") and (status.note or "note" in current):
         changes["note"] = status.note  # the latest word: an old note would now mislead
+    if status.comment != current.get("comment", "") and (status.comment or "comment" in current):
+        changes["comment"] = status.comment  # the scheduler's own word (PBS comment)
     if current.get("silent_since"):
         changes["silent_since"] = None  # the scheduler answers again
     return changes

@@ -50,7 +50,10 @@ class JobMonitor:
         ended = f", exit code {code}" if code is not None else ""
         # Why it ended (or why the state may be stale): the manifest's note.
         why = state in FINAL or getattr(self.job, "silent", False)
-        note = self.job.manifest.get("note", "") if why else ""
+        data = self.job.manifest
+        note = data.get("note", "") if why else ""
+        if data.get("comment") and state not in FINAL:  # why it waits (PBS's comment)
+            note = f"{note}; {data['comment']}" if note else data["comment"]
         shown = f"{state}{ended} after {elapsed:.0f} s  ({self.job.run_dir.name})"
         self.state.value = f"{shown}: {note}" if note else shown
         tail = self.job.tail(self.lines)

@@ -38,6 +38,11 @@ class Status:
     exit_code: int | None = None
     hosts: tuple[str, ...] = ()
     note: str = ""
+    comment: str = ""  # the scheduler's own word on the job (PBS ``comment``), kept as it is
+
+
+# A queued job whose scheduler comment starts so will never start: a wait for it ends.
+NEVER_RUNS = "Can Never Run"
 
 
 class SchedulerNotAnswering(Exception):

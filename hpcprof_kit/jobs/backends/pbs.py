@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from hpcprof_kit.jobs.backends import (
@@ -90,23 +91,70 @@ def _forgotten(done: subprocess.CompletedProcess[str]) -> bool:
     return done.returncode == _UNKNOWN_JOB_EXIT or any(w in said for w in _FORGOTTEN)
 
 
+NO_HISTORY = "not configured to maintain job history"
+FINISHED_EXIT = 35  # PBSE_HISTJOBID: "Job has finished, use -x or -H ..."
+DELETED_SUBSTATE = "91"  # JOB_SUBSTATE_TERMINATED: deleted (qdel), before or while it ran
+TERMINATED_BY = re.compile(r"terminated by (\S+@\S+)")
+
+
 def attributes(job_id: str, timeout: float = COMMAND_TIMEOUT_S) -> dict[str, str] | None:
     """The job's attributes: PBS Pro's JSON (history included) when offered, else ``qstat -f``;
-    None when the server does not know the job; SchedulerNotAnswering when it cannot be asked."""
+    None when the server does not know the job; SchedulerNotAnswering when it cannot be asked
+    or its answer cannot be read (the answer is kept, verbatim, in the message).
+
+    A server that keeps no job history (OpenPBS's default) answers ``qstat -x`` with JSON
+    that has no ``Jobs`` and says so on stderr: the job is then asked for without ``-x``,
+    which shows it while it is queued or running; once it has finished the server says so
+    (exit 35) and the job's own record decides how it ended.
+    """
     done = _qstat(["qstat", "-x", "-F", "json", "-f", job_id], timeout)
     if done.returncode == 0 and done.stdout.lstrip().startswith("{"):
-        for attrs in json.loads(done.stdout).get("Jobs", {}).values():
-            return {k: str(v) for k, v in attrs.items() if not isinstance(v, dict)}
-        return None
+        jobs = _json_jobs(done, job_id)
+        if jobs is not None or NO_HISTORY not in done.stderr:
+            return jobs
+        done = _qstat(["qstat", "-F", "json", "-f", job_id], timeout)
+        if done.returncode == 0 and done.stdout.lstrip().startswith("{"):
+            return _json_jobs(done, job_id)
+        if done.returncode == FINISHED_EXIT or _forgotten(done):
+            return None
     if _forgotten(done):
         return None
     done = _qstat(["qstat", "-f", job_id], timeout)  # a Torque-style client
     if done.returncode == 0:
-        return dict(_LINE.findall(done.stdout)) or None
-    if _forgotten(done):
+        return text_attributes(done.stdout) or None
+    if _forgotten(done) or done.returncode == FINISHED_EXIT:
         return None
     said = (done.stderr.strip() or done.stdout.strip()).replace("\n", " ")
     raise SchedulerNotAnswering(f"qstat failed (exit {done.returncode}): {said}")
+
+
+def _json_jobs(done: subprocess.CompletedProcess[str], job_id: str) -> dict[str, str] | None:
+    """The first job of a ``qstat -F json`` answer (None when it lists none)."""
+    try:
+        jobs = json.loads(done.stdout).get("Jobs")
+    except (ValueError, AttributeError):
+        jobs = "unreadable"
+    if jobs is None:
+        return None
+    if not isinstance(jobs, dict):
+        raise SchedulerNotAnswering(
+            f"qstat -F json -f {job_id} answered {done.stdout.strip()[:500]!r}",
+            what="scheduler answer not understood",
+        )
+    for attrs in jobs.values():
+        return {k: str(v) for k, v in attrs.items() if not isinstance(v, dict)}
+    return None
+
+
+def text_attributes(text: str) -> dict[str, str]:
+    """``qstat -f``'s text form as attributes; PBS wraps a long value onto the following
+    lines, each indented with a tab, which belong to the value above.
+
+    >>> text_attributes("Job Id: 7.h\\n    comment = Job run at Tue Nov 24 at 19:51 on (h:\\n\\tncpus=1) and finished\\n    job_state = F\\n")
+    {'comment': 'Job run at Tue Nov 24 at 19:51 on (h:ncpus=1) and finished', 'job_state': 'F'}
+    """
+    joined = re.sub(r"\n\t", "", text)
+    return dict(_LINE.findall(joined))
 
 
 def from_exit_status(code: int, hosts: tuple[str, ...] = ()) -> Status:
@@ -128,10 +176,19 @@ def from_exit_status(code: int, hosts: tuple[str, ...] = ()) -> Status:
 
 
 def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Status:
-    """The kit's state from PBS attributes (``job_state``, ``Exit_status``/``exit_status``);
-    ``ENDED`` when the job finished without an exit status (Torque-style wrappers)."""
+    """The kit's state from PBS attributes (``job_state``, ``Exit_status``/``exit_status``,
+    ``substate``, ``comment``); ``ENDED`` when the job finished without an exit status
+    (Torque-style wrappers). A job deleted with ``qdel`` (substate 91; PBS's comment says
+    "terminated by USER@HOST" when it had started) is CANCELLED, whoever deleted it. The
+    ``comment`` rides along on every state.
+
+    >>> state_from_attributes({"job_state": "F", "Exit_status": "271", "substate": "91",
+    ...     "comment": "Job run at Tue Nov 24 at 19:54 on (h:ncpus=1) and terminated by u@h"}).note
+    'deleted by u@h (qdel): Exit_status 271: killed by signal 15 (SIGTERM)'
+    """
     letter = attrs.get("job_state", "")
     hosts = tuple(sorted({h.split("/")[0] for h in attrs.get("exec_host", "").split("+") if h}))
+    said = attrs.get("comment", "").strip()
     mapped = PBS_STATES.get(letter)
     if mapped is None:
         raise SchedulerNotAnswering(
@@ -139,14 +196,25 @@ def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Sta
             what="state unknown",
         )
     if mapped != ENDED:
-        return Status(mapped, None, hosts)
+        return Status(mapped, None, hosts, comment=said)
     raw = attrs.get("Exit_status", attrs.get("exit_status"))
     code = int(raw) if raw is not None and raw.strip().lstrip("-").isdigit() else None
-    if cancelled:
-        return Status("CANCELLED", code, hosts)
+    deleted = attrs.get("substate") == DELETED_SUBSTATE or TERMINATED_BY.search(said)
+    if cancelled or deleted:
+        who = TERMINATED_BY.search(said)
+        how = f"deleted by {who.group(1)} (qdel)" if who else "deleted (qdel)"
+        if code is None:
+            how += " before it ran"
+        elif code > SIGNAL_BASE:
+            how += f": Exit_status {code}: {signal_note(code - SIGNAL_BASE)}"
+        note = "cancelled by the kit" if cancelled and not who else how
+        return Status("CANCELLED", code, hosts, note, comment=said)
     if code is None:
-        return Status(ENDED, None, hosts, "PBS reports the job finished without an exit status")
-    return from_exit_status(code, hosts)
+        return Status(
+            ENDED, None, hosts, "PBS reports the job finished without an exit status", said
+        )
+    status = from_exit_status(code, hosts)
+    return Status(status.state, status.exit_code, hosts, status.note, comment=said)
 
 
 class PbsBackend:
@@ -175,10 +243,14 @@ class PbsBackend:
         # Read after the answer: a job the server calls ended wrote its record before that.
         record = read_job_end(run_dir)
         if attrs is None:
-            answer = Status(ENDED, note=f"the PBS server no longer knows job {job_id}")
+            answer = Status(
+                ENDED,
+                note=f"the PBS server no longer knows job {job_id} (or keeps no job history)",
+            )
         else:
             answer = state_from_attributes(attrs, cancelled)
-        return judge(record, answer, cancelled)
+        judged = judge(record, answer, cancelled)
+        return replace(judged, comment=answer.comment)
 
     def cancel(self, run_dir: Path, job_id: str) -> None:
         (run_dir / CANCEL_MARK).touch()
