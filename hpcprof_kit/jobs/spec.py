@@ -370,6 +370,13 @@ class JobSpec:
         """A copy with some fields changed: ``spec.with_(nodes=2)``."""
         return replace(self, **changes)
 
+    def sweep(self, runs_root: str | None = None, **grid: Any) -> Any:
+        """A sweep of this spec over ``grid`` (``hpcprof_kit.jobs.sweep``): one variant per
+        combination, e.g. ``spec.sweep(nodes=[1, 2], **{"--dtype": ["float32", "bfloat16"]})``."""
+        from hpcprof_kit.jobs.sweep import sweep
+
+        return sweep(self, runs_root=runs_root, **grid)
+
     # ---- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

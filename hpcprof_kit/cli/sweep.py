@@ -1,0 +1,92 @@
+"""``hpcprof-kit sweep``: one spec, a grid of values, a run directory per variant, one table.
+
+``hpcprof-kit sweep --system local --example seqpar --vary nodes=1 --vary=--dtype=float32,bfloat16``
+runs every combination (an app flag is written ``--vary=--FLAG=V1,V2``: its dashes would
+otherwise read as an option); ``--resume SWEEP_DIR`` runs only the variants that are missing or
+did not complete; ``hpcprof-kit sweep compare SWEEP_DIR`` writes and prints ``comparison.csv``.
+
+>>> from hpcprof_kit.cli import main
+>>> main(["sweep", "--system", "local", "--vary", "colour=red"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hpcprof_kit.cli.jobs import _spec, _spec_options, _warnings_as_lines
+from hpcprof_kit.errors import SpecError
+
+
+def _states(sweep) -> dict[str, str]:
+    return {str(e["index"]): e.get("state", "NEW") for e in sweep.record()["variants"]}
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+
+    words = list(getattr(args, "app_command", None) or ())
+    if words[:1] == ["compare"]:
+        if len(words) != 2:
+            raise SpecError("sweep compare takes one sweep directory: sweep compare SWEEP_DIR")
+        return _compare(Sweep.load(words[1]), args.json)
+    with _warnings_as_lines("sweep"):
+        if args.resume:
+            if args.vary:
+                raise SpecError(
+                    "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
+                    "or start a new sweep without --resume"
+                )
+            sweep = Sweep.load(args.resume)
+        else:
+            if not args.vary:
+                raise SpecError(
+                    "sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)"
+                )
+            sweep = Sweep(_spec(args), parse_vary(args.vary)).validate()
+        sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
+    failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
+    if args.json:
+        print(json.dumps({"sweep_dir": str(sweep.path), "states": _states(sweep)}, indent=2))
+    else:
+        print(f"sweep {sweep.path}")
+        for entry in sweep.record()["variants"]:
+            print(f"  {entry['index']:>3} {entry.get('state', 'NEW'):<10} {entry['label']}")
+        if failed:
+            print(f"  {len(failed)} variant(s) did not complete; run it again with "
+                  f"--resume {sweep.path}")  # fmt: skip
+    return 1 if failed else 0
+
+
+def _compare(sweep, as_json: bool) -> int:
+    table = sweep.compare()
+    if as_json:
+        print(table.reset_index().to_json(orient="records", indent=2))
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.width", 200, "display.max_columns", 40):
+            print(table.drop(columns=["run_dir"]).to_string())
+        print(f"written: {sweep.path / 'comparison.csv'}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="run one spec over a grid of values; 'sweep compare DIR' tabulates the variants",
+        description=__doc__.split("\n\n")[1],
+    )
+    _spec_options(p)
+    p.add_argument(
+        "--vary", action="append", default=[], metavar="FIELD=V1,V2",
+        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16)",
+    )  # fmt: skip
+    p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
+    p.add_argument("--backend", default="auto", help="auto (default), local, slurm or pbs")
+    p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
+                   help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
+    p.add_argument("--wait", action="store_true", help="wait for a scheduler's array to end")
+    p.add_argument("--json", action="store_true", help="print the states (or table) as JSON")
+    p.set_defaults(func=cmd_sweep)

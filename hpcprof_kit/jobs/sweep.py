@@ -1,0 +1,369 @@
+"""Sweeps: one job spec, a grid of values, one run directory per variant, one comparison.
+
+A grid maps a field to the values it takes: a :class:`JobSpec` field (``nodes``, ``binding``,
+``ranks_per_node``...) or an app argument written as its flag (``--dtype``, ``--compile``).
+Every combination is a variant; its run directory is made as :func:`submit` makes one, inside
+the sweep directory ``runs/sweep_<example>_<system>_<stamp>/``, whose ``sweep.json`` keeps the
+grid and each variant's values, run directory and state. A flag given ``True`` is added alone,
+``False`` leaves it out; any other value follows its flag (``--dtype bfloat16``).
+
+Locally the variants run one after another; on Slurm they are one job array
+(``hpcprof_kit.jobs.sweep_array``). Running a sweep again runs only its variants that are
+missing or did not complete, each into a fresh run directory: nothing written is overwritten.
+
+>>> from hpcprof_kit.jobs import JobSpec
+>>> sweep = JobSpec(system="local", example="seqpar").sweep(
+...     nodes=[1], **{"--dtype": ["float32", "bfloat16"]})
+>>> [v.label for v in sweep.variants]
+['nodes=1 --dtype=float32', 'nodes=1 --dtype=bfloat16']
+>>> sweep.variants[1].spec.args
+('--dtype', 'bfloat16')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcprof_kit.errors import SpecError, SubmitError
+from hpcprof_kit.jobs.rundir import now_iso
+from hpcprof_kit.jobs.spec import JobSpec
+from hpcprof_kit.paths import runs_root as default_runs_root
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpcprof_kit.jobs.handle import Job
+    from hpcprof_kit.traces.figure import Plot
+
+__all__ = ["SWEEP_FILE", "Sweep", "Variant", "parse_vary"]
+
+SWEEP_FILE = "sweep.json"
+# JobSpec fields a sweep may vary: every field but the ones that make it another job entirely.
+FIXED = ("system", "example", "command")
+SPEC_FIELDS = {f.name: f.type for f in fields(JobSpec)}
+VARIABLE = tuple(name for name in SPEC_FIELDS if name not in FIXED)
+DONE = "COMPLETED"
+_TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of the grid: its index, the values it sets and the spec they make."""
+
+    index: int
+    values: dict[str, Any]
+    spec: JobSpec
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{k}={_text(v)}" for k, v in self.values.items())
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def variant_spec(base: JobSpec, values: Mapping[str, Any]) -> JobSpec:
+    """``base`` with the spec fields of ``values`` set and its app flags appended to ``args``."""
+    changes = {k: v for k, v in values.items() if not k.startswith("-")}
+    words: list[str] = []
+    for flag, value in values.items():
+        if not flag.startswith("-"):
+            continue
+        if value is True:
+            words.append(flag)
+        elif value is not False and value is not None:
+            words += [flag, str(value)]
+    return base.with_(**changes, args=(*base.args, *words))
+
+
+def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """The grid as lists, or SpecError naming the field, the value and the fix."""
+    if not grid:
+        raise SpecError(
+            "the grid is empty; vary at least one field, e.g. sweep(nodes=[1, 2]) or "
+            "--vary nodes=1,2"
+        )
+    checked: dict[str, list[Any]] = {}
+    for name, values in grid.items():
+        if name.startswith("-"):
+            if not name.startswith("--") or len(name) < 3 or " " in name:
+                raise SpecError(
+                    f"field {name!r} is not an app flag; write app arguments as their long "
+                    "flag, e.g. '--dtype'"
+                )
+        elif name not in SPEC_FIELDS:
+            raise SpecError(
+                f"field {name!r} is not a JobSpec field nor an app flag; vary one of "
+                f"{', '.join(VARIABLE)}, or an app argument written with its dashes "
+                f"('--{name.replace('_', '-')}')"
+            )
+        elif name in FIXED:
+            raise SpecError(
+                f"field {name!r} makes a different job, not a variant of one; make one sweep "
+                f"per {name}"
+            )
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            raise SpecError(
+                f"field {name!r} takes a list of values, got {values!r}; pass e.g. [{values!r}]"
+            )
+        values = list(values)
+        if not values:
+            raise SpecError(
+                f"field {name!r} has an empty value list; give it at least one value, or "
+                "leave it out of the grid"
+            )
+        checked[name] = values
+    return checked
+
+
+def parse_vary(items: Sequence[str]) -> dict[str, list[Any]]:
+    """``--vary FIELD=V1,V2`` words -> a grid, the values typed as the field is.
+
+    >>> parse_vary(["nodes=1,2", "--compile=off,on", "--dtype=float32"])
+    {'nodes': [1, 2], '--compile': [False, True], '--dtype': ['float32']}
+    """
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise SpecError(
+                f"--vary {item!r} is not FIELD=V1,V2; e.g. --vary nodes=1,2 or "
+                "--vary=--dtype=float32,bfloat16"
+            )
+        words = [w for w in text.split(",") if w != ""]
+        grid[name] = [_typed(name, w) for w in words]
+    return grid
+
+
+def _typed(name: str, word: str) -> Any:
+    kind = str(SPEC_FIELDS.get(name, ""))
+    low = word.lower()
+    if (kind == "bool" or name.startswith("--")) and low in _TRUE + _FALSE:
+        return low in _TRUE
+    if kind.startswith("int"):
+        try:
+            return int(word)
+        except ValueError:
+            raise SpecError(f"field {name!r} takes whole numbers; {word!r} is not one") from None
+    return word
+
+
+class Sweep:
+    """A grid of variants of one spec, kept in a sweep directory; ``run()`` and ``compare()``."""
+
+    def __init__(self, base: JobSpec, grid: Mapping[str, Sequence[Any]],
+                 runs_root: str | os.PathLike[str] | None = None,
+                 path: Path | None = None) -> None:  # fmt: skip
+        self.base = base
+        self.grid = check_grid(grid)
+        self.variants = [
+            Variant(i, dict(zip(self.grid, combo, strict=True)),
+                    variant_spec(base, dict(zip(self.grid, combo, strict=True))))
+            for i, combo in enumerate(itertools.product(*self.grid.values()))
+        ]  # fmt: skip
+        self.runs_root = runs_root
+        self.path = path
+
+    def __repr__(self) -> str:
+        where = self.path or "not written yet"
+        return f"Sweep({len(self.variants)} variants of {self.base.label}, {where})"
+
+    # ---- checks ---------------------------------------------------------------------------
+    def validate(self) -> Sweep:
+        """Every variant against its system (SpecError names the variant), then the array limit."""
+        for v in self.variants:
+            try:
+                v.spec.validate()
+            except SpecError as exc:
+                raise SpecError(f"variant {v.index} ({v.label}): {exc}") from None
+        from hpcprof_kit.jobs.sweep_array import check_array_size
+
+        check_array_size(self)
+        return self
+
+    # ---- the sweep directory --------------------------------------------------------------
+    def create(self) -> Path:
+        """Make the sweep directory and its ``sweep.json`` (checked first: nothing on bad input)."""
+        if self.path is not None:
+            return self.path
+        self.validate()
+        root = default_runs_root(self.runs_root).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        stem = f"sweep_{self.base.label}_{self.base.system}_{time.strftime('%Y%m%d-%H%M%S')}"
+        for k in range(1000):
+            path = root / (stem if k == 0 else f"{stem}-{k}")
+            try:
+                os.mkdir(path)  # atomic: never reuses a sweep directory
+            except FileExistsError:
+                continue
+            self.path = path
+            self._write(self._record())
+            return path
+        raise SubmitError(f"no free sweep directory name under {root} for {stem}")
+
+    def _record(self) -> dict[str, Any]:
+        return {
+            "base": self.base.to_dict(),
+            "grid": self.grid,
+            "created_at": now_iso(),
+            "variants": [
+                {"index": v.index, "values": v.values, "label": v.label,
+                 "run_dir": None, "state": "NEW"}
+                for v in self.variants
+            ],
+        }  # fmt: skip
+
+    def record(self) -> dict[str, Any]:
+        """What ``sweep.json`` says now."""
+        if self.path is None:
+            return self._record()
+        return json.loads((self.path / SWEEP_FILE).read_text())
+
+    def _write(self, data: dict[str, Any]) -> None:
+        assert self.path is not None
+        fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(data, indent=2) + "\n")
+            os.replace(tmp, self.path / SWEEP_FILE)  # readers never see half a file
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def mark(self, index: int, **changes: Any) -> None:
+        """Record changes to one variant's entry in ``sweep.json``."""
+        data = self.record()
+        entry = data["variants"][index]
+        if "run_dir" in changes and entry.get("run_dir") and entry["run_dir"] != changes["run_dir"]:
+            entry.setdefault("earlier_runs", []).append(entry["run_dir"])  # kept, not replaced
+        entry.update(changes)
+        self._write(data)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Sweep:
+        """A sweep from its directory (``sweep.json``), ready to ``run()`` again or compare."""
+        folder = Path(path).resolve()
+        try:
+            data = json.loads((folder / SWEEP_FILE).read_text())
+        except FileNotFoundError:
+            raise SubmitError(
+                f"{folder} has no {SWEEP_FILE}: it is not a sweep directory; pass the folder "
+                "that sweep() printed (runs/sweep_...)"
+            ) from None
+        return cls(JobSpec.from_json(data["base"]), data["grid"], path=folder)
+
+    # ---- running --------------------------------------------------------------------------
+    def pending(self) -> list[Variant]:
+        """Variants with no run yet or whose last run did not complete."""
+        entries = self.record()["variants"]
+        return [v for v in self.variants if entries[v.index].get("state") != DONE]
+
+    def run(self, backend: str = "auto", wait: bool = True,
+            max_concurrent: int | None = None) -> Sweep:  # fmt: skip
+        """Run the pending variants: locally one after another; on a scheduler as one array."""
+        from hpcprof_kit.jobs.backends import choose_backend
+
+        self.create()
+        todo = self.pending()
+        if not todo:
+            return self
+        sysrec = self.base.system_record()
+        nodes = max(v.spec.nodes for v in todo)
+        name = choose_backend(sysrec, backend, nodes=nodes)
+        if name == "local":
+            self._run_local(todo)
+            return self
+        from hpcprof_kit.jobs.sweep_array import submit_array
+
+        submit_array(self, todo, name, max_concurrent)
+        if wait:
+            self.wait()
+        return self
+
+    def _run_local(self, todo: Sequence[Variant]) -> None:
+        from hpcprof_kit.jobs.submission import submit
+
+        for v in todo:
+            try:
+                job = submit(v.spec, backend="local", runs_root=self.path)
+            except SubmitError as exc:  # the others still run; this one says why
+                self.mark(v.index, state="FAILED", note=str(exc))
+                continue
+            self.mark(v.index, run_dir=job.run_dir.name, job_id=job.job_id, state=job.state)
+            self.mark(v.index, state=job.wait(progress=False))  # never two at once on the cores
+
+    def jobs(self) -> list[Job]:
+        """The job handle of each variant that has a run directory."""
+        from hpcprof_kit.jobs.handle import Job
+
+        assert self.path is not None
+        return [
+            Job.from_run_dir(self.path / e["run_dir"])
+            for e in self.record()["variants"]
+            if e.get("run_dir") and e.get("job_id")
+        ]
+
+    def refresh(self) -> dict[int, str]:
+        """Each variant's state, asked of its job and recorded in ``sweep.json``."""
+        from hpcprof_kit.jobs.handle import Job
+
+        assert self.path is not None
+        states = {}
+        for e in self.record()["variants"]:
+            if e.get("run_dir") and e.get("job_id"):
+                state = Job.from_run_dir(self.path / e["run_dir"]).refresh()
+                if state != e.get("state"):
+                    self.mark(e["index"], state=state)
+                states[e["index"]] = state
+            else:
+                states[e["index"]] = e.get("state", "NEW")
+        return states
+
+    def wait(self, timeout: float | None = None) -> dict[int, str]:
+        """Wait for every variant's job to end; their states by index."""
+        from hpcprof_kit.jobs.handle import Job
+
+        assert self.path is not None
+        for e in self.record()["variants"]:
+            if e.get("run_dir") and e.get("job_id"):
+                state = Job.from_run_dir(self.path / e["run_dir"]).wait(timeout, progress=False)
+                self.mark(e["index"], state=state)
+        return self.refresh()
+
+    # ---- comparison -----------------------------------------------------------------------
+    def compare(self, write: bool = True) -> pd.DataFrame:
+        """One row per variant (see :func:`hpcprof_kit.jobs.sweep_compare.compare_sweep`)."""
+        from hpcprof_kit.jobs.sweep_compare import compare_sweep
+
+        return compare_sweep(self, write=write)
+
+    def plot(self) -> Plot:
+        """Step time per variant with its p10-p90 spread, and the table it draws."""
+        from hpcprof_kit.jobs.sweep_compare import plot_sweep
+
+        return plot_sweep(self.compare(write=False))
+
+    def ladder(self) -> pd.DataFrame:
+        """Each rung's gain over the previous one (sweeps that change one field)."""
+        from hpcprof_kit.jobs.sweep_compare import ladder
+
+        return ladder(self.compare(write=False))
+
+
+def sweep(base: JobSpec, runs_root: str | os.PathLike[str] | None = None,
+          **grid: Sequence[Any]) -> Sweep:  # fmt: skip
+    """A sweep of ``base`` over ``grid`` (checked now; nothing written until ``run()``)."""
+    made = Sweep(base, grid, runs_root=runs_root)
+    made.validate()
+    return made

@@ -1,0 +1,228 @@
+"""One comparison of a sweep's variants: a row each, written as ``comparison.csv``.
+
+Per variant: the values it varied, its state, its step time (median and the p10-p90 spread
+over every rank's timed steps, the numbers of :func:`hpcprof_kit.comparison.compare_variants`
+and the same median as the run's own ``timing_summary``), the shares of a step spent computing,
+communicating, waiting on exposed communication and idle (from its traces'
+:func:`~hpcprof_kit.traces.step_breakdown` when it recorded traces, else from its timings,
+which cannot tell exposed communication apart), and its throughput where the app's timing
+JSON gives the work per step. A variant whose median lies outside the spread of both its
+neighbours (in grid order), and stands apart from them, is flagged as an outlier.
+
+>>> from hpcprof_kit.jobs.sweep_compare import outliers
+>>> outliers([10, 11, 30, 12], [9, 10, 29, 11], [11, 12, 31, 13])
+[False, False, True, False]
+>>> outliers([10, 20, 30], [9, 19, 29], [11, 21, 31])  # a trend: no outlier
+[False, False, False]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcprof_kit.errors import KitError, SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from hpcprof_kit.jobs.sweep import Sweep
+    from hpcprof_kit.traces.figure import Plot
+
+COMPARISON = "comparison.csv"
+SHARES = ("compute_share", "comm_share", "exposed_comm_share", "idle_share")
+NAN = float("nan")
+
+
+def step_samples(run_dir: Path) -> tuple[list[float], dict[str, Any]]:
+    """Every rank's timed step times (ms) of a run, and the app's record of one rank."""
+    from hpcprof_kit.timing import load_timings, timing_files
+
+    files = timing_files(run_dir)
+    table = load_timings(run_dir)
+    steps = table[table["kind"] == "total"]["seconds"] * 1e3
+    return [float(x) for x in steps], json.loads(files[0].read_text())
+
+
+def shares_from_traces(run_dir: Path) -> dict[str, float] | None:
+    """Breakdown shares of the run's traces (summed over ranks and steps); None without any."""
+    folder = run_dir / "traces"
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    from hpcprof_kit.traces import load, step_breakdown
+
+    bd = step_breakdown(load(run_dir))
+    wall = float(bd["wall_ns"].sum()) if not bd.empty else 0.0
+    if wall <= 0:
+        return None
+    part = {p: float(bd[f"{p}_ns"].sum()) / wall for p in ("compute", "hidden_comm",
+                                                            "exposed_comm", "idle")}  # fmt: skip
+    return {"compute_share": part["compute"],
+            "comm_share": part["hidden_comm"] + part["exposed_comm"],
+            "exposed_comm_share": part["exposed_comm"], "idle_share": part["idle"]}  # fmt: skip
+
+
+def shares_from_timings(run_dir: Path) -> dict[str, float]:
+    """Compute, comm and other time of the app's own timings as shares of a step."""
+    from hpcprof_kit.timing import compute_vs_comm, load_timings
+
+    row = compute_vs_comm(load_timings(run_dir)).iloc[0]
+    step = float(row["step_ms"]) or NAN
+    return {"compute_share": row["compute_ms"] / step, "comm_share": row["comm_ms"] / step,
+            "exposed_comm_share": NAN, "idle_share": row["other_ms"] / step}  # fmt: skip
+
+
+def throughput(record: dict[str, Any], median_ms: float) -> tuple[float, str]:
+    """Work per second from the app's parameters: samples (train) or tokens (seqpar).
+
+    >>> throughput({"world_size": 2, "params": {"batch_size": 8}}, 100.0)
+    (160.0, 'samples/s')
+    """
+    params = record.get("params") or {}
+    if not median_ms or not math.isfinite(median_ms):
+        return NAN, ""
+    if "batch_size" in params:
+        return params["batch_size"] * record.get("world_size", 1) * 1e3 / median_ms, "samples/s"
+    if "seq_len" in params:
+        return params["seq_len"] * 1e3 / median_ms, "tokens/s"
+    return NAN, ""
+
+
+def outliers(median: Sequence[float], p10: Sequence[float], p90: Sequence[float]) -> list[bool]:
+    """A variant is an outlier when its median lies outside the spread (p10-p90) of both
+    neighbours in grid order (above both p90s or below both p10s) and further from their
+    midpoint than they are from each other: a spike or a dip, not a step of a trend. The first
+    and last variants have one neighbour, which cannot tell the two apart: never flagged."""
+    flags = []
+    for i, m in enumerate(median):
+        if i == 0 or i == len(median) - 1:
+            flags.append(False)
+            continue
+        a, b = i - 1, i + 1
+        if not all(math.isfinite(x) for x in (m, median[a], median[b])):
+            flags.append(False)
+            continue
+        outside = m > max(p90[a], p90[b]) or m < min(p10[a], p10[b])
+        apart = abs(m - (median[a] + median[b]) / 2) > abs(median[a] - median[b])
+        flags.append(bool(outside and apart))
+    return flags
+
+
+def variant_row(sweep: Sweep, entry: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
+    """One variant's row (without the spread) and its step samples."""
+    assert sweep.path is not None
+    row: dict[str, Any] = {"variant": entry["index"], **entry["values"],
+                           "state": entry.get("state", "NEW"), "run_dir": entry.get("run_dir")}  # fmt: skip
+    row.update(dict.fromkeys(SHARES, NAN), breakdown_from="", throughput=NAN, throughput_unit="")
+    if not entry.get("run_dir"):
+        return row, []
+    run_dir = sweep.path / entry["run_dir"]
+    try:
+        samples, record = step_samples(run_dir)
+    except KitError:  # a failed variant wrote no timings: its row says its state only
+        return row, []
+    try:
+        found = shares_from_traces(run_dir)
+    except KitError:
+        found = None
+    row.update(found or shares_from_timings(run_dir))
+    row["breakdown_from"] = "traces" if found else "timings"
+    row["_record"] = record
+    return row, samples
+
+
+def compare_sweep(sweep: Sweep, write: bool = True) -> pd.DataFrame:
+    """The sweep's table, a row per variant; also written as ``comparison.csv``."""
+    import numpy as np
+    import pandas as pd
+
+    from hpcprof_kit.comparison import MIN_SAMPLES, compare_variants
+
+    if sweep.path is None:
+        raise SpecError("this sweep has not run yet; call run() first, then compare()")
+    sweep.refresh()
+    rows, samples = [], {}
+    for entry in sweep.record()["variants"]:
+        row, steps = variant_row(sweep, entry)
+        rows.append(row)
+        if len(steps) >= MIN_SAMPLES:
+            samples[str(row["variant"])] = steps  # compare_variants names variants by text
+    table = pd.DataFrame(rows).set_index("variant")
+    stats = compare_variants(samples) if samples else pd.DataFrame()
+    for col in ("n", "median", "p10", "p90", "spread", "ratio"):
+        values = stats[col] if col in stats else pd.Series(dtype=float)
+        name = col if col in ("n", "ratio") else f"step_{col}_ms"
+        table[name] = values.reindex(table.index.astype(str)).to_numpy(dtype=float)
+    table["n"] = table["n"].fillna(0).astype(int)
+    for v in table.index:
+        record = table.at[v, "_record"] if "_record" in table else None
+        if isinstance(record, dict):
+            rate, unit = throughput(record, table.at[v, "step_median_ms"])
+            table.at[v, "throughput"], table.at[v, "throughput_unit"] = rate, unit
+    table = table.drop(columns=["_record"], errors="ignore")
+    table["outlier"] = outliers(*(table[f"step_{c}_ms"].to_numpy(dtype=float)
+                                  for c in ("median", "p10", "p90")))  # fmt: skip
+    ordered = [*sweep.grid, "state", "n", "step_median_ms", "step_p10_ms", "step_p90_ms",
+               "step_spread_ms", "ratio", *SHARES, "breakdown_from", "throughput",
+               "throughput_unit", "outlier", "run_dir"]  # fmt: skip
+    table = table[ordered]
+    table.attrs.update(sweep=str(sweep.path), baseline=stats.attrs.get("baseline"))
+    if write:
+        table.replace({np.nan: None}).to_csv(sweep.path / COMPARISON)
+    return table
+
+
+def ladder(table: pd.DataFrame) -> pd.DataFrame:
+    """Each rung's gain over the previous: ``speedup`` (previous median / this one) and the
+    milliseconds saved, for sweeps that change one field at a time, in grid order."""
+    varied = [c for c in table.columns if c not in _NOT_FIELDS]
+    if len(varied) != 1:
+        raise SpecError(
+            f"a ladder needs a sweep that varies one field, in the order of its rungs; this "
+            f"one varies {varied}: sweep one field (e.g. sweep(**{{'--compile': [False, True]}}))"
+        )
+    out = table[[varied[0], "state", "step_median_ms", "step_p10_ms", "step_p90_ms"]].copy()
+    previous = out["step_median_ms"].shift(1)
+    out["speedup"] = (previous / out["step_median_ms"]).round(3)
+    out["saved_ms"] = previous - out["step_median_ms"]
+    out["vs_first"] = (out["step_median_ms"].iloc[0] / out["step_median_ms"]).round(3)
+    return out
+
+
+_NOT_FIELDS = {"state", "n", "step_median_ms", "step_p10_ms", "step_p90_ms", "step_spread_ms",
+               "ratio", *SHARES, "breakdown_from", "throughput", "throughput_unit", "outlier",
+               "run_dir"}  # fmt: skip
+
+
+def plot_sweep(table: pd.DataFrame) -> Plot:
+    """Step time per variant: the median as a point, the p10-p90 spread as its bar; outliers
+    drawn in red. Returns the figure and the table it draws."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from hpcprof_kit.traces.figure import Plot
+
+    shown = table[["step_median_ms", "step_p10_ms", "step_p90_ms", "outlier", "state"]]
+    labels = [" ".join(f"{_short(c)}={table.at[i, c]}" for c in table.columns
+                       if c not in _NOT_FIELDS) for i in table.index]  # fmt: skip
+    x = np.arange(len(shown))
+    med = shown["step_median_ms"].to_numpy(dtype=float)
+    err = np.vstack([med - shown["step_p10_ms"].to_numpy(dtype=float),
+                     shown["step_p90_ms"].to_numpy(dtype=float) - med])  # fmt: skip
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(x) + 2), 3.5))
+    colours = ["tab:red" if o else "tab:blue" for o in shown["outlier"]]
+    ax.errorbar(x, med, yerr=np.nan_to_num(err), fmt="none", ecolor="grey", capsize=4)
+    ax.scatter(x, med, c=colours, zorder=3)
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("step time (ms), median and p10-p90")
+    ax.set_title("step time per variant (red: outside its neighbours' spread)")
+    fig.tight_layout()
+    plt.close(fig)
+    return Plot(fig, shown.assign(label=labels))
+
+
+def _short(column: str) -> str:
+    return column.lstrip("-")

@@ -1,0 +1,192 @@
+"""Sweeps on the local backend: the grid, sweep.json, a variant the app really rejects, a
+re-run of only that variant, nothing overwritten; bad grids refused before anything runs; the
+array scripts' text; the comparison, ladder and outliers on run directories written here."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from hpcprof_kit.cli import main
+from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs import JobSpec, RunDir, sweep_array
+from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+from hpcprof_kit.jobs.sweep_compare import outliers
+
+# The smallest seqpar run: one rank, three timed steps (a spread needs three).
+SMALL = ("--steps", "3", "--warmup", "0", "--seq-len", "64", "--hidden", "32")
+
+
+def small(**fields) -> JobSpec:
+    return JobSpec(system="local", example="seqpar", ranks_per_node=1, binding="none",
+                   args=SMALL, **fields)  # fmt: skip
+
+
+def test_grid_is_every_combination_in_order():
+    sweep = small().sweep(ranks_per_node=[1, 2], **{"--dtype": ["float32", "bfloat16"]})
+    assert [v.label for v in sweep.variants] == [
+        "ranks_per_node=1 --dtype=float32", "ranks_per_node=1 --dtype=bfloat16",
+        "ranks_per_node=2 --dtype=float32", "ranks_per_node=2 --dtype=bfloat16",
+    ]  # fmt: skip
+    assert sweep.variants[3].spec.ranks_per_node == 2
+    assert sweep.variants[3].spec.args == (*SMALL, "--dtype", "bfloat16")
+    assert sweep.path is None  # nothing written before run()
+
+
+def test_flag_values_add_or_leave_out_the_flag():
+    sweep = JobSpec(system="local").sweep(**{"--compile": [False, True]})
+    assert [v.spec.full_command()[-1] for v in sweep.variants] == ["hpcprof_kit.apps.train",
+                                                                   "--compile"]  # fmt: skip
+    assert parse_vary(["nodes=1,2", "--compile=off,on", "binding=none"]) == {
+        "nodes": [1, 2], "--compile": [False, True], "binding": ["none"],
+    }  # fmt: skip
+
+
+def test_failed_variant_is_marked_others_complete_and_rerun_runs_only_it(isolated_runs):
+    # float16 is not one of seqpar's --dtype choices: the app itself exits 2.
+    sweep = small().sweep(**{"--dtype": ["float32", "float16", "bfloat16"]}).run()
+    record = json.loads((sweep.path / "sweep.json").read_text())
+    assert sweep.path.parent == isolated_runs.resolve()
+    assert sweep.path.name.startswith("sweep_seqpar_local_")
+    assert record["grid"] == {"--dtype": ["float32", "float16", "bfloat16"]}
+    assert [e["state"] for e in record["variants"]] == ["COMPLETED", "FAILED", "COMPLETED"]
+    failed_run = sweep.path / record["variants"][1]["run_dir"]
+    assert "invalid choice: 'float16'" in (failed_run / "stderr").read_text()
+    for entry in record["variants"]:  # each a run directory as submit() makes them
+        run = RunDir(sweep.path / entry["run_dir"])
+        assert run.manifest()["job_id"] == entry["job_id"]
+        assert run.script.read_text() == run.spec().render()
+
+    table = sweep.compare()
+    assert list(table["state"]) == ["COMPLETED", "FAILED", "COMPLETED"]
+    assert table["step_median_ms"].isna().tolist() == [False, True, False]
+    assert (
+        (sweep.path / "comparison.csv").read_text().splitlines()[2].startswith("1,float16,FAILED")
+    )
+
+    before = {p: p.stat().st_mtime_ns for p in sweep.path.rglob("*") if p.is_file()
+              and p.name not in ("sweep.json", "comparison.csv")}  # fmt: skip
+    again = Sweep.load(sweep.path)
+    assert [v.index for v in again.pending()] == [1]
+    again.run()
+    after = json.loads((sweep.path / "sweep.json").read_text())["variants"]
+    assert [e["run_dir"] for e in after][::2] == [e["run_dir"] for e in record["variants"]][::2]
+    assert after[1]["run_dir"] != record["variants"][1]["run_dir"]
+    assert after[1]["earlier_runs"] == [record["variants"][1]["run_dir"]]
+    # Nothing already written changed: only the re-run's new run directory was added.
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    runs = sorted(p.name for p in sweep.path.iterdir() if p.is_dir())
+    assert len(runs) == 4 and after[1]["run_dir"] in runs
+
+
+def test_cli_sweep_and_compare(isolated_runs, capsys):
+    argv = ["sweep", "--system", "local", "--example", "seqpar", "--ranks-per-node", "1",
+            "--binding", "none", "--vary=--dtype=float32", "--json", "--", *SMALL]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["states"] == {"0": "COMPLETED"}
+    assert main(["sweep", "compare", out["sweep_dir"]]) == 0
+    shown = capsys.readouterr().out
+    assert "float32" in shown and "COMPLETED" in shown
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        ({"colour": ["red"]}, ["field 'colour'", "not a JobSpec field", "'--colour'"]),
+        ({"nodes": []}, ["field 'nodes' has an empty value list"]),
+        ({"example": ["train", "seqpar"]}, ["field 'example' makes a different job"]),
+        ({"nodes": [1, 2]}, ["variant 1 (nodes=2)", "nodes 2", "1-1", "ask for 1-1 nodes"]),
+        ({"walltime": ["00:10:00", "99:00:00"]}, ["variant 1", "walltime 99:00:00", "24:00:00"]),
+    ],
+)
+def test_bad_grid_refused_before_anything_is_written(isolated_runs, grid, words):
+    with pytest.raises(SpecError) as err:
+        small().sweep(**grid)
+    for word in words:
+        assert word in str(err.value)
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+def test_grid_larger_than_the_array_limit_is_refused(monkeypatch):
+    monkeypatch.setitem(sweep_array.ARRAY_LIMITS, "slurm", 3)
+    with pytest.raises(SpecError, match=r"4 variants, more than slurm's array limit of 3"):
+        JobSpec(system="slurm").sweep(nodes=[1, 2], **{"--compile": [False, True]})
+
+
+def test_one_job_per_user_queue_sums_walltimes_and_refuses_too_long():
+    base = JobSpec(system="aurora", account="P", queue="debug", walltime="00:30:00")
+    with pytest.raises(SpecError) as err:
+        base.sweep(**{"--compile": [False, True, False]})
+    assert "queue debug takes one job per user" in str(err.value)
+    assert "01:30:00, more than the queue's 01:00:00" in str(err.value)
+
+
+def test_slurm_array_script_selects_the_variant_by_index():
+    sweep = JobSpec(system="slurm", example="seqpar").sweep(nodes=[1, 2])
+    text = sweep_array.array_script(sweep, ["/r/a", "/r/b"], [0, 1], "slurm", max_concurrent=1)
+    assert "#SBATCH -N 2\n" in text and "#SBATCH --array=0-1%1\n" in text
+    assert "#SBATCH -o array-%A_%a.out\n" in text and "#SBATCH -o stdout" not in text
+    assert 'case "${SLURM_ARRAY_TASK_ID:?this script runs as a job array}" in' in text
+    assert "    1) run_dir=/r/b ;;  # nodes=2\n" in text
+    assert text.endswith('cd "$run_dir"\nbash job.sh >stdout 2>stderr\n')
+    # A re-run of some variants lists only those indices.
+    assert "#SBATCH --array=0,2\n" in sweep_array.array_script(
+        JobSpec(system="slurm").sweep(nodes=[1, 2, 3]), ["/a", "/c"], [0, 2], "slurm"
+    )
+
+
+def test_pbs_array_and_one_job_sequence_scripts():
+    arr = JobSpec(system="aurora", account="P", queue="capacity").sweep(nodes=[1, 2])
+    text = sweep_array.array_script(arr, ["/r/a", "/r/b"], [0, 1], "pbs", max_concurrent=2)
+    assert "#PBS -J 0-1%2\n" in text and "#PBS -l select=2" in text
+    assert 'case "${PBS_ARRAY_INDEX:?this script runs as a job array}" in' in text
+    assert sweep_array.one_job_only(arr) is False
+    seq = JobSpec(system="aurora", account="P", queue="debug", walltime="00:20:00")
+    seq = seq.sweep(**{"--compile": [False, True]})
+    assert sweep_array.one_job_only(seq) is True
+    text = sweep_array.array_script(seq, ["/r/a", "/r/b"], [0, 1], "pbs", sequence=True)
+    assert "#PBS -J" not in text and "#PBS -l walltime=00:40:00\n" in text
+    assert "# Queue debug takes one job per user, and PBS counts an array of N as N jobs" in text
+    assert "for run_dir in /r/a /r/b; do\n" in text
+
+
+def _planted_run(folder, name: str, steps_ms: list[float], dtype: str = "float32") -> None:
+    timings = folder / name / "timings"
+    timings.mkdir(parents=True)
+    record = {"app": "seqpar", "rank": 0, "world_size": 1, "nodes": 1, "dtype": dtype,
+              "params": {"seq_len": 1000},
+              "timings": {"matmul_1": [s / 2e3 for s in steps_ms],
+                          "all_gather": [s / 4e3 for s in steps_ms],
+                          "step": [s / 1e3 for s in steps_ms]}}  # fmt: skip
+    (timings / "seqpar-0-of-1.json").write_text(json.dumps(record))
+
+
+def test_compare_ladder_and_outlier_on_planted_runs(isolated_runs):
+    sweep = small().sweep(**{"--warmup": [0, 1, 2, 3, 4]})
+    sweep.create()
+    medians = [40.0, 30.0, 80.0, 20.0, 10.0]  # rung 2 spikes above both neighbours' spread
+    for i, m in enumerate(medians):
+        _planted_run(sweep.path, f"run{i}", [m - 1, m, m + 1])
+        sweep.mark(i, run_dir=f"run{i}", state="COMPLETED")
+    table = sweep.compare()
+    assert table["step_median_ms"].tolist() == medians
+    assert table["outlier"].tolist() == [False, False, True, False, False]
+    assert table["throughput"].tolist() == [1000 * 1e3 / m for m in medians]
+    assert table["comm_share"].round(3).tolist() == [0.25] * 5
+    assert table["compute_share"].round(3).tolist() == [0.5] * 5
+    rungs = sweep.ladder()
+    assert rungs["speedup"].tolist()[1:] == [1.333, 0.375, 4.0, 2.0]
+    assert rungs["saved_ms"].tolist()[1:] == [10.0, -50.0, 60.0, 10.0]
+    plot = sweep.plot()
+    assert plot.table["label"].tolist()[0] == "warmup=0"
+    assert os.path.isfile(sweep.path / "comparison.csv")
+
+
+def test_outlier_rule_needs_both_neighbours_spreads_exceeded():
+    # A steady trend is no outlier; a dip below both neighbours' p10 is; ends never are.
+    assert outliers([10, 20, 30], [9, 19, 29], [11, 21, 31]) == [False, False, False]
+    assert outliers([10, 2, 11], [9, 1, 10], [11, 3, 12]) == [False, True, False]
+    assert outliers([2, 10, 11], [1, 9, 10], [3, 11, 12]) == [False, False, False]
