@@ -38,7 +38,30 @@ _WALLTIME = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")
 
 
 class Refused(Exception):
-    """qsub refuses the job (the message is PBS's own line)."""
+    """qsub refuses the job (the message is PBS's own line, the exit code PBS's)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code if code is not None else _exit_code(message)
+
+
+# qsub's exit status per refusal, as the real OpenPBS 23.06 server gave them
+QSUB_EXITS = {
+    "Unknown queue": 170,
+    "Job violates queue and/or server resource limits": 188,
+    "Unknown resource": 166,
+    "Illegal attribute or resource value": 187,
+    "per-user limit": 38,
+}
+KILL_GRACE_S = 10.0  # PBS sends SIGTERM, then SIGKILL this long after (kill_delay)
+SIGNAL_BASE = 256  # Exit_status of a job killed by signal N: 256 + N
+DELETED = 91  # substate of a deleted job
+FINISHED, FAILED_SUBSTATE = 92, 93
+WRAP = 78  # qstat -f wraps a line longer than this onto tab-indented continuation lines
+
+
+def _exit_code(message: str) -> int:
+    return next((code for words, code in QSUB_EXITS.items() if words in message), 1)
 
 
 @dataclass
@@ -219,8 +242,8 @@ def qsub(twin: Twin, args: list[str]) -> int:
         check_request(twin, record, req)
     except Refused as exc:
         print(str(exc), file=sys.stderr)
-        twin.log("qsub", ok=False, message=str(exc), args=args)
-        return 1
+        twin.log("qsub", ok=False, message=str(exc), args=args, exit=exc.code)
+        return exc.code
     except OSError as exc:
         print(f"qsub: script file cannot be loaded - {exc}", file=sys.stderr)
         twin.log("qsub", ok=False, message=str(exc), args=args)
@@ -271,6 +294,8 @@ def _forwarded(spec: str) -> dict[str, str]:
 def _attributes(job: dict) -> dict:
     attrs = {"Job_Name": job["name"], "job_state": job["job_state"], "queue": job["queue"],
              "Account_Name": job["account"], "Resource_List.walltime": job["walltime"]}  # fmt: skip
+    if job.get("substate") is not None:
+        attrs["substate"] = job["substate"]
     if job.get("exec_host"):
         attrs["exec_host"] = job["exec_host"]
     if job.get("Exit_status") is not None:
@@ -297,12 +322,22 @@ def qstat(twin: Twin, args: list[str]) -> int:
                   "    enabled = True\n    started = True\n")  # fmt: skip
         return 0
     ids = [a for a in args if not a.startswith("-") and a not in ("json",)]
+    history = twin.config.get("job_history", True)
+    if "-x" in args and not history:
+        head = {"timestamp": int(time.time()), "pbs_version": "twin", "pbs_server": "twin"}
+        print(json.dumps(head) if "json" in args else "")
+        print("qstat: PBS is not configured to maintain job history", file=sys.stderr)
+        return 0
     jobs = []
     for job_id in ids:
         job = read_job(twin, job_id)
-        if job is None:
+        if job is None or (job["job_state"] == "F" and not history):
             print(f"qstat: Unknown Job Id {job_id}", file=sys.stderr)
             return 153
+        if job["job_state"] == "F" and "-x" not in args:
+            print(f"qstat: {job_id} Job has finished, use -x or -H to obtain historical job "
+                  "information", file=sys.stderr)  # fmt: skip
+            return 35
         jobs.append(job)
     if "json" in args:
         print(json.dumps({"Jobs": {j["id"]: _attributes(j) for j in jobs}}))
@@ -310,19 +345,49 @@ def qstat(twin: Twin, args: list[str]) -> int:
         for j in jobs:
             print(f"Job Id: {j['id']}")
             for key, value in _attributes(j).items():
-                print(f"    {key} = {value}")
+                print(_wrapped(f"    {key} = {value}"))
     return 0
 
 
+def _wrapped(line: str) -> str:
+    """A ``qstat -f`` line as PBS prints it: past ``WRAP`` characters the value goes on in
+    continuation lines that start with a tab.
+
+    >>> lines = _wrapped("    comment = " + "x" * 70).split("\\n")
+    >>> [len(line) for line in lines], lines[1][0] == "\\t"
+    ([78, 7], True)
+    """
+    if len(line) <= WRAP:
+        return line
+    out, rest = [line[:WRAP]], line[WRAP:]
+    while rest:
+        out.append("\t" + rest[: WRAP - 1])
+        rest = rest[WRAP - 1 :]
+    return "\n".join(out)
+
+
 def qdel(twin: Twin, args: list[str]) -> int:
+    """Delete jobs as PBS does: a queued job ends at once (no exit status, substate 91), a
+    running one gets SIGTERM and, after the grace period, SIGKILL (its runner does both), and
+    ends with Exit_status 271 and "terminated by USER@HOST"; a finished one is refused."""
     for job_id in args:
         job = read_job(twin, job_id)
         if job is None:
             print(f"qdel: Unknown Job Id {job_id}", file=sys.stderr)
             return 153
-        if job.get("runner_pid") and job["job_state"] in ("Q", "R"):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(job["runner_pid"], signal.SIGTERM)
+        if job["job_state"] == "F":
+            print(f"qdel: Job has finished {job_id}", file=sys.stderr)
+            return 35
+        job["deleted_by"] = f"{twin.config['user']}@login-twin"
+        if job["job_state"] == "Q" and not job.get("runner_pid"):
+            job.update(job_state="F", substate=DELETED, ended=time.time())
+            write_job(twin, job)
+        else:
+            job.update(job_state="E")
+            write_job(twin, job)
+            if job.get("runner_pid"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(job["runner_pid"], signal.SIGTERM)
         twin.log("qdel", job_id=job_id)
     return 0
 
@@ -354,26 +419,56 @@ def batch_environment(twin: Twin, job: dict, nodefile: Path, tmpdir: Path) -> di
         "PBS_O_HOME": home, "PBS_O_WORKDIR": job["workdir"], "PBS_O_PATH": job["submit_path"],
         "PBS_O_SHELL": "/bin/bash", "PBS_O_LOGNAME": user, "PBS_O_HOST": "login-twin",
         "PBS_O_QUEUE": job["queue"], "PBS_O_SYSTEM": "Linux", "TMPDIR": str(tmpdir),
+        "NCPUS": "1", "OMP_NUM_THREADS": "1", "PBS_JOBDIR": home, "PBS_NODENUM": "0",
+        "PBS_TASKNUM": "1", "PBS_MOMPORT": "15003",
+        "PBS_JOBCOOKIE": f"{abs(hash(job['id'])):032X}"[:32],
     })  # fmt: skip
     if job["account"]:
         env["PBS_ACCOUNT"] = job["account"]
     return env
 
 
+def _kill_after_grace(shell: subprocess.Popen, grace: float) -> None:
+    """SIGTERM to the job's processes now, SIGKILL once ``grace`` seconds have passed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(shell.pid, signal.SIGTERM)
+    try:
+        shell.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+
+
+def _comment(job: dict, hosts: list[str], how: str) -> str:
+    started = time.strftime("%a %b %d at %H:%M", time.localtime(job.get("started", time.time())))
+    return f"Job run at {started} on ({hosts[0]}:ncpus=1) and {how}"
+
+
 def run_job(twin: Twin, args: list[str]) -> int:
-    """The execution side of one job: login shell, walltime, exit status (runs detached)."""
+    """The execution side of one job: login shell, walltime, exit status (runs detached).
+
+    As a real PBS MoM: the job runs with umask 0077; at the walltime, and on a qdel, the job
+    gets SIGTERM (its EXIT trap writes its record), then SIGKILL after the grace period
+    (``kill_grace_s`` in the twin's config, PBS's ``kill_delay``: 10 s); the job is in state
+    E meanwhile. The walltime kill writes PBS's line to the job's stderr and ends with
+    Exit_status -29; a qdel ends with 271 (256 + SIGTERM) and "terminated by USER@HOST".
+    """
     job = read_job(twin, args[0])
     assert job is not None
+    if job["job_state"] == "F":  # deleted while queued, before the runner started
+        return 0
     hosts = twin.hosts[: job["nodes"]] or twin.hosts[:1]
     if len(hosts) < job["nodes"]:  # the twin has as many nodes as the rehearsal asked for
         hosts = [f"{twin.config['system']}-node{i}" for i in range(job["nodes"])]
     seq = job["id"].split(".")[0]
     nodefile = twin.root / "pbs" / f"{seq}.nodes"
     nodefile.write_text("".join(f"{h}\n" for h in hosts))
-    tmpdir = twin.root / "tmp" / seq
+    tmpdir = twin.root / "tmp" / f"pbs.{job['id']}"
     tmpdir.mkdir(parents=True, exist_ok=True)
-    job.update(job_state="R", runner_pid=os.getpid(),
+    job.update(job_state="R", substate=42, runner_pid=os.getpid(),
                exec_host="+".join(f"{h}/0" for h in hosts), started=time.time())  # fmt: skip
+    job["comment"] = _comment(job, hosts, "")[: -len(" and ")]
     write_job(twin, job)
     direct = "d" in job["keep"]  # -k doe: written straight to the final paths
     out_path = Path(job["out"]) if direct else twin.root / "pbs" / f"{seq}.OU"
@@ -381,26 +476,62 @@ def run_job(twin: Twin, args: list[str]) -> int:
     env = batch_environment(twin, job, nodefile, tmpdir)
     twin.log("job_start", job_id=job["id"], env=sorted(env), login_shell=True,
              shebang=Path(job["script"]).read_text().split("\n", 1)[0])  # fmt: skip
-    with open(out_path, "ab") as out, open(err_path, "ab") as err:
-        shell = subprocess.Popen(
-            ["-bash"], executable="/bin/bash", cwd=twin.home, env=env,
-            stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
-        )  # fmt: skip
-        signal.signal(signal.SIGTERM, lambda *_: os.killpg(shell.pid, signal.SIGTERM))
-        assert shell.stdin is not None
-        shell.stdin.write(f"{job['script']}\n".encode())  # PBS hands the script's path
-        shell.stdin.close()
-        try:
-            code = shell.wait(timeout=_seconds(job["walltime"]))
-        except subprocess.TimeoutExpired:
-            os.killpg(shell.pid, signal.SIGKILL)
-            shell.wait()
-            code = WALLTIME_EXIT
-            job["comment"] = "job killed: walltime exceeded limit"
+    grace = float(twin.config.get("kill_grace_s", KILL_GRACE_S))
+    limit = _seconds(job["walltime"])
+    deleted = []
+    old_umask = os.umask(0o077)  # what the job and its files get, as under a real MoM
+    try:
+        with open(out_path, "ab") as out, open(err_path, "ab") as err:
+            shell = subprocess.Popen(
+                ["-bash"], executable="/bin/bash", cwd=twin.home, env=env,
+                stdin=subprocess.PIPE, stdout=out, stderr=err, start_new_session=True,
+            )  # fmt: skip
+            signal.signal(signal.SIGTERM, lambda *_: deleted.append(True))
+            assert shell.stdin is not None
+            shell.stdin.write(f"{job['script']}\n".encode())  # PBS hands the script's path
+            shell.stdin.close()
+            code = None
+            deadline = time.monotonic() + limit
+            while code is None:
+                if deleted:
+                    _set_state(twin, job["id"], "E")
+                    _kill_after_grace(shell, grace)
+                    code = SIGNAL_BASE + signal.SIGTERM
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _set_state(twin, job["id"], "E")
+                    over = int(limit + grace)
+                    err.write(
+                        f"=>> PBS: job killed: walltime {over} exceeded limit {limit}\n".encode()
+                    )
+                    err.flush()
+                    _kill_after_grace(shell, grace)
+                    code = WALLTIME_EXIT
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = shell.wait(timeout=min(left, 0.2))
+    finally:
+        os.umask(old_umask)
     if not direct:
         for spooled, final in ((out_path, job["out"]), (err_path, job["err"])):
             Path(final).write_bytes(spooled.read_bytes())
-    job.update(job_state="F", Exit_status=code, ended=time.time())
+    job = read_job(twin, job["id"]) or job
+    if code == SIGNAL_BASE + signal.SIGTERM:
+        how, sub = f"terminated by {job.get('deleted_by', 'unknown')}", DELETED
+    elif code == WALLTIME_EXIT:
+        how, sub = "exceeded resource walltime", FAILED_SUBSTATE
+    else:
+        how, sub = ("finished", FINISHED) if code == 0 else ("failed", FAILED_SUBSTATE)
+    job.update(job_state="F", Exit_status=code, substate=sub, ended=time.time(),
+               comment=_comment(job, hosts, how))  # fmt: skip
     write_job(twin, job)
     twin.log("job_end", job_id=job["id"], exit_code=code)
     return 0
+
+
+def _set_state(twin: Twin, job_id: str, letter: str) -> None:
+    job = read_job(twin, job_id)
+    if job is not None:
+        job["job_state"] = letter
+        write_job(twin, job)

@@ -177,13 +177,18 @@ def build(
     modules_missing: tuple[str, ...] = (),
     reservations: dict[str, dict[str, Any]] | None = None,
     interactive_queue: str = "",
+    job_history: bool = True,
+    kill_grace_s: float = 10.0,
 ) -> Twin:
     """Build a twin of ``system`` under ``root`` (which must not exist yet).
 
     ``modules_missing`` leaves modules out of the twin's module system (to rehearse a site
     where one was renamed); ``reservations`` maps reservation queue names to their limits
     (``{"R123": {"nodes": 2, "walltime": "02:00:00"}}``); ``interactive_queue`` makes the twin
-    hold an interactive job (``qsub -I``) of the attendee in that queue. Vendor tools are
+    hold an interactive job (``qsub -I``) of the attendee in that queue; ``job_history``
+    False makes its PBS keep no finished jobs (OpenPBS's default; ALCF keeps them);
+    ``kill_grace_s`` is the time between a killed job's SIGTERM and its SIGKILL (PBS's
+    ``kill_delay``). Vendor tools are
     stand-ins, even where the real nsys is installed: without a GPU it records little, a CUDA
     capture range never opens, and its leftover agents stalled later runs here.
     """
@@ -225,6 +230,8 @@ def build(
             if m.name not in modules_missing and m.family not in modules_missing
         ],
         "reservations": reservations or {},
+        "job_history": job_history,
+        "kill_grace_s": kill_grace_s,
         "interactive": {"id": f"4000.{system.name}-pbs-twin", "queue": interactive_queue}
         if interactive_queue
         else None,

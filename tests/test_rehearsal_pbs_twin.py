@@ -1,0 +1,138 @@
+"""The rehearsal's PBS twin behaves as a real OpenPBS server did (issue #25;
+../shared/reference/openpbs/README.md): the walltime kill (SIGTERM, the job's trap writes its
+record, then SIGKILL after the grace period; PBS's stderr line; Exit_status -29), a qdel from
+outside the kit (Exit_status 271, "terminated by USER@HOST"), qsub's exit codes, history off,
+the job's environment and umask. A real PBS server cannot be installed here: this is the twin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.jobs import Job, JobSpec
+from hpcprof_kit.jobs.backends.pbs import PbsBackend, attributes
+from hpcprof_kit.jobs.rundir import RunDir
+from hpcprof_kit.rehearsal import twin as twin_mod
+from hpcprof_kit.systems import load_system
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def twin(tmp_path, monkeypatch):
+    t = twin_mod.build(tmp_path / "twin", load_system("aurora"), kill_grace_s=1.0,
+                       reservations={"R1": {"nodes": 1, "walltime": "01:00:00"}})  # fmt: skip
+    monkeypatch.setenv("PATH", f"{t.bin}{os.pathsep}{os.environ['PATH']}")
+    return t
+
+
+def job_script(twin, run_dir: Path, command: tuple[str, ...], walltime: str = "00:05:00") -> Path:
+    """The kit's own Aurora script (its EXIT and TERM traps) for ``command``, in queue R1."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # R1 is a reservation the kit does not know
+        spec = JobSpec(system="aurora", command=command, queue="R1", account="P",
+                       ranks_per_node=1, walltime="00:05:00", venv=str(twin.kit_venv))  # fmt: skip
+        text = spec.render()
+    assert "#PBS -l walltime=00:05:00" in text
+    text = text.replace("#PBS -l walltime=00:05:00", f"#PBS -l walltime={walltime}")
+    text = text.replace('"${HPCPROF_RUN_DIR:-', f'"${{HPCPROF_RUN_DIR:-{run_dir}}}" #')
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "job.sh").write_text(text)
+    return run_dir / "job.sh"
+
+
+def qsub(twin, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["qsub", "-o", str(run_dir / "stdout"), "-e", str(run_dir / "stderr"), *extra, "job.sh"],
+        cwd=run_dir, env=twin.login_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def handle(run_dir: Path, job_id: str) -> Job:
+    run = RunDir(run_dir)
+    run.update(state="QUEUED", job_id=job_id, backend="pbs", walltime_s=60)
+    return Job(run, PbsBackend(), job_id)
+
+
+def test_the_walltime_kill_lets_the_trap_write_its_record_then_ends_at_minus_29(twin, tmp_path):
+    run_dir = tmp_path / "wall"
+    job_script(twin, run_dir, ("sleep", "60"), walltime="00:00:02")
+    done = qsub(twin, run_dir)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    assert handle(run_dir, job_id).wait(timeout=120, progress=False) == "TIMEOUT"
+    record = json.loads((run_dir / "job_end.json").read_text())
+    assert (record["exit_code"], record["signal"]) == (143, 15)  # the trap ran on SIGTERM
+    assert "=>> PBS: job killed: walltime 3 exceeded limit 2" in (run_dir / "stderr").read_text()
+    attrs = attributes(job_id)
+    assert attrs["Exit_status"] == "-29" and attrs["comment"].endswith(
+        "and exceeded resource walltime"
+    )
+    assert oct((run_dir / "job_end.json").stat().st_mode & 0o777) == "0o600"  # umask 0077
+
+
+def test_a_qdel_from_outside_the_kit_ends_at_271_terminated_by_the_user(twin, tmp_path):
+    run_dir = tmp_path / "del"
+    gate = tmp_path / "started.fifo"
+    os.mkfifo(gate)
+    job_script(twin, run_dir, ("bash", "-c", f"echo up > {gate}; sleep 60"))
+    job_id = qsub(twin, run_dir).stdout.strip()
+    with gate.open() as fifo:  # blocks until the job runs its command
+        assert fifo.read().strip() == "up"
+    deleted = subprocess.run(["qdel", job_id], env=twin.login_env(), capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert deleted.returncode == 0, deleted.stderr
+    job = handle(run_dir, job_id)
+    assert job.wait(timeout=120, progress=False) == "CANCELLED"
+    attrs = attributes(job_id)
+    user = twin.config["user"]
+    assert attrs["Exit_status"] == "271" and attrs["substate"] == "91"
+    assert attrs["comment"].endswith(f"and terminated by {user}@login-twin")
+    assert f"deleted by {user}@login-twin (qdel)" in job.manifest["note"]
+    assert json.loads((run_dir / "job_end.json").read_text())["signal"] == 15
+    again = subprocess.run(["qdel", job_id], env=twin.login_env(), capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert (again.returncode, again.stderr.strip()) == (35, f"qdel: Job has finished {job_id}")
+    plain = subprocess.run(["qstat", "-f", job_id], env=twin.login_env(), capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert plain.returncode == 35 and "Job has finished, use -x" in plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "code"),
+    [
+        ("#PBS -q R1", "#PBS -q nosuch", 170),
+        ("select=1", "select=9", 188),
+        ("select=1", "select=0", 187),
+        ("#PBS -l walltime=", "#PBS -l gpus=2\n#PBS -l walltime=", 166),
+    ],
+)
+def test_qsub_refuses_with_the_servers_exit_codes(twin, tmp_path, old, new, code):
+    run_dir = tmp_path / "r"
+    script = job_script(twin, run_dir, ("true",))
+    text = script.read_text()
+    assert old in text
+    script.write_text(text.replace(old, new, 1))
+    done = qsub(twin, run_dir)
+    assert done.returncode == code, done.stderr
+
+
+def test_without_history_the_kit_still_follows_the_job_to_its_end(tmp_path, monkeypatch):
+    t = twin_mod.build(tmp_path / "twin", load_system("aurora"), job_history=False,
+                       reservations={"R1": {"nodes": 1, "walltime": "01:00:00"}})  # fmt: skip
+    monkeypatch.setenv("PATH", f"{t.bin}{os.pathsep}{os.environ['PATH']}")
+    run_dir = tmp_path / "h"
+    shown = "umask; env | grep -E '^(NCPUS|OMP_NUM_THREADS|PBS_JOBDIR)='"
+    job_script(t, run_dir, ("bash", "-c", shown))
+    job_id = qsub(t, run_dir).stdout.strip()
+    job = handle(run_dir, job_id)
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+    assert attributes(job_id) is None  # the server forgot it: the record decided
+    out = (run_dir / "stdout").read_text()
+    assert "0077" in out and "NCPUS=1" in out and "OMP_NUM_THREADS=1" in out
