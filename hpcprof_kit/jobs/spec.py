@@ -373,9 +373,9 @@ class JobSpec:
     def sweep(self, runs_root: str | None = None, **grid: Any) -> Any:
         """A sweep of this spec over ``grid`` (``hpcprof_kit.jobs.sweep``): one variant per
         combination, e.g. ``spec.sweep(nodes=[1, 2], **{"--dtype": ["float32", "bfloat16"]})``."""
-        from hpcprof_kit.jobs.sweep import sweep
+        from hpcprof_kit.jobs import Sweep  # the package's face: sweeps sit downstream of specs
 
-        return sweep(self, runs_root=runs_root, **grid)
+        return Sweep(self, grid, runs_root=runs_root).validate()
 
     # ---- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -359,11 +359,3 @@ class Sweep:
         from hpcprof_kit.jobs.sweep_compare import ladder
 
         return ladder(self.compare(write=False))
-
-
-def sweep(base: JobSpec, runs_root: str | os.PathLike[str] | None = None,
-          **grid: Sequence[Any]) -> Sweep:  # fmt: skip
-    """A sweep of ``base`` over ``grid`` (checked now; nothing written until ``run()``)."""
-    made = Sweep(base, grid, runs_root=runs_root)
-    made.validate()
-    return made

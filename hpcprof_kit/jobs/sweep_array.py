@@ -1,4 +1,5 @@
-"""A sweep on a scheduler: one job array (Slurm ``--array``, PBS Pro ``-J``) whose index picks
+"""A sweep (``hpcprof_kit.jobs.sweep.Sweep``, typed ``Any`` here: that module imports this one)
+on a scheduler: one job array (Slurm ``--array``, PBS Pro ``-J``) whose index picks
 the variant, or, in a queue that takes one job per user, one job running the variants in turn.
 
 Each variant keeps its own run directory (``job.sh``, ``spec.json``, ``manifest.json``) made
@@ -19,7 +20,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs.queues import walltime_seconds
@@ -27,7 +28,6 @@ from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.jobs.spec import JobSpec
-    from hpcprof_kit.jobs.sweep import Sweep, Variant
 
 # The most indices one array may hold when the system record does not say: Slurm's default
 # MaxArraySize (1001: indices 0-1000), PBS Pro's default max_array_size (10000).
@@ -36,7 +36,7 @@ INDEX_VAR = {"slurm": "SLURM_ARRAY_TASK_ID", "pbs": "PBS_ARRAY_INDEX"}
 DIRECTIVE = {"slurm": "#SBATCH", "pbs": "#PBS"}
 
 
-def _rules(sweep: Sweep) -> tuple[dict, str]:
+def _rules(sweep: Any) -> tuple[dict, str]:
     sysrec = sweep.base.system_record()
     queue = sweep.base.queue if sweep.base.queue is not None else sysrec.default_queue
     rules = sysrec.extra.get("queue_rules", {})
@@ -44,12 +44,12 @@ def _rules(sweep: Sweep) -> tuple[dict, str]:
             **rules.get(queue or "", {})}, queue or ""  # fmt: skip
 
 
-def one_job_only(sweep: Sweep) -> bool:
+def one_job_only(sweep: Any) -> bool:
     """Whether the sweep's queue takes one job per user (its variants then share one job)."""
     return _rules(sweep)[0].get("max_jobs_per_user") == 1
 
 
-def array_limit(sweep: Sweep) -> int | None:
+def array_limit(sweep: Any) -> int | None:
     """The most variants one array of this system and queue may hold; None without scheduler."""
     scheduler = sweep.base.system_record().scheduler
     if scheduler not in ARRAY_LIMITS:
@@ -57,7 +57,7 @@ def array_limit(sweep: Sweep) -> int | None:
     return int(_rules(sweep)[0].get("max_array_size", ARRAY_LIMITS[scheduler]))
 
 
-def check_array_size(sweep: Sweep) -> None:
+def check_array_size(sweep: Any) -> None:
     """SpecError when the grid does not fit one array, or one job's walltime where the
     variants must run in sequence."""
     n, sysrec = len(sweep.variants), sweep.base.system_record()
@@ -87,7 +87,7 @@ def _hms(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _header(sweep: Sweep, variants: Sequence[Variant], sequence: bool) -> list[str]:
+def _header(sweep: Any, variants: Sequence[Any], sequence: bool) -> list[str]:
     """The directives of the widest variant (most nodes and ranks, longest walltime)."""
     specs = [v.spec for v in variants]
     walls = [walltime_seconds(s.walltime) for s in specs]
@@ -107,7 +107,7 @@ def _header(sweep: Sweep, variants: Sequence[Variant], sequence: bool) -> list[s
     return lines
 
 
-def array_script(sweep: Sweep, run_dirs: Sequence[str], indices: Sequence[int],
+def array_script(sweep: Any, run_dirs: Sequence[str], indices: Sequence[int],
                  scheduler: str, max_concurrent: int | None = None,
                  sequence: bool = False) -> str:  # fmt: skip
     """The script of one array (or, ``sequence=True``, one job) running these variants."""
@@ -145,11 +145,11 @@ def array_script(sweep: Sweep, run_dirs: Sequence[str], indices: Sequence[int],
     return "\n".join(lines) + "\n"
 
 
-def chosen_label(sweep: Sweep, index: int) -> str:
+def chosen_label(sweep: Any, index: int) -> str:
     return sweep.variants[index].label
 
 
-def _sequence_body(sweep: Sweep, run_dirs: Sequence[str]) -> list[str]:
+def _sequence_body(sweep: Any, run_dirs: Sequence[str]) -> list[str]:
     _, queue = _rules(sweep)
     return [
         f"# Queue {queue} takes one job per user, and PBS counts an array of N as N jobs: the",
@@ -163,7 +163,7 @@ def _sequence_body(sweep: Sweep, run_dirs: Sequence[str]) -> list[str]:
     ]
 
 
-def _prepare(sweep: Sweep, v: Variant, backend: str, note: str) -> RunDir:
+def _prepare(sweep: Any, v: Any, backend: str, note: str) -> RunDir:
     """The variant's run directory as ``submit`` makes one, before the array is submitted."""
     from hpcprof_kit.jobs.render import render_script
 
@@ -179,7 +179,7 @@ def _prepare(sweep: Sweep, v: Variant, backend: str, note: str) -> RunDir:
     return run
 
 
-def submit_array(sweep: Sweep, todo: Sequence[Variant], backend: str,
+def submit_array(sweep: Any, todo: Sequence[Any], backend: str,
                  max_concurrent: int | None = None) -> str:  # fmt: skip
     """Submit the pending variants as one array (or one job); the scheduler's job id."""
     from hpcprof_kit.jobs.backends import job_environment, run_command

@@ -29,7 +29,6 @@ from hpcprof_kit.errors import KitError, SpecError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.jobs.sweep import Sweep
     from hpcprof_kit.traces.figure import Plot
 
 COMPARISON = "comparison.csv"
@@ -111,7 +110,7 @@ def outliers(median: Sequence[float], p10: Sequence[float], p90: Sequence[float]
     return flags
 
 
-def variant_row(sweep: Sweep, entry: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
+def variant_row(sweep: Any, entry: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
     """One variant's row (without the spread) and its step samples."""
     assert sweep.path is not None
     row: dict[str, Any] = {"variant": entry["index"], **entry["values"],
@@ -134,7 +133,7 @@ def variant_row(sweep: Sweep, entry: dict[str, Any]) -> tuple[dict[str, Any], li
     return row, samples
 
 
-def compare_sweep(sweep: Sweep, write: bool = True) -> pd.DataFrame:
+def compare_sweep(sweep: Any, write: bool = True) -> pd.DataFrame:
     """The sweep's table, a row per variant; also written as ``comparison.csv``."""
     import numpy as np
     import pandas as pd
