@@ -131,7 +131,9 @@ def test_slurm_array_script_selects_the_variant_by_index():
     assert "#SBATCH -o array-%A_%a.out\n" in text and "#SBATCH -o stdout" not in text
     assert 'case "${SLURM_ARRAY_TASK_ID:?this script runs as a job array}" in' in text
     assert "    1) run_dir=/r/b ;;  # nodes=2\n" in text
-    assert text.endswith('cd "$run_dir"\nbash job.sh >stdout 2>stderr\n')
+    assert text.endswith(
+        'unset SLURM_NTASKS SLURM_NPROCS\ncd "$run_dir"\nbash job.sh >stdout 2>stderr\n'
+    )
     # A re-run of some variants lists only those indices.
     assert "#SBATCH --array=0,2\n" in sweep_array.array_script(
         JobSpec(system="slurm").sweep(nodes=[1, 2, 3]), ["/a", "/c"], [0, 2], "slurm"

@@ -139,10 +139,21 @@ def array_script(sweep: Any, run_dirs: Sequence[str], indices: Sequence[int],
         f'    *) echo "array index ${var}: no variant to run (it completed before)"; exit 0 ;;',
         "esac",
         'export HPCPROF_RUN_DIR="$run_dir"',
+        *_ALLOCATION_RESET.get(scheduler, ()),
         'cd "$run_dir"',
         "bash job.sh >stdout 2>stderr",
     ]
     return "\n".join(lines) + "\n"
+
+
+# Every index gets the widest variant's allocation; srun would take the allocation's task count
+# (SLURM_NTASKS) over the variant's own -N/--ntasks-per-node, so the variant's line decides.
+_ALLOCATION_RESET = {
+    "slurm": (
+        "# srun takes the array's (widest) task count from these over the variant's own line",
+        "unset SLURM_NTASKS SLURM_NPROCS",
+    ),
+}
 
 
 def chosen_label(sweep: Any, index: int) -> str:
