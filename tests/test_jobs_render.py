@@ -217,3 +217,16 @@ def test_hostile_strings_reach_the_program_unchanged(args, value, tmp_path, mpie
 def test_hostile_job_names_are_refused(name):
     with pytest.raises(SpecError, match="is not safe for the scheduler and the shell"):
         JobSpec(system="local", name=name).validate()
+
+
+def test_pbs_scripts_give_each_rank_as_many_threads_as_its_cores():
+    """PBS would set OMP_NUM_THREADS=1 (from ncpus, ../shared/reference/openpbs): the site
+    scripts set it from the binding plan, and the spec's own env still wins."""
+    aurora = GOLDEN_BOUND["aurora_train_1x12_alcf-4core.sh"]
+    assert "export OMP_NUM_THREADS=4\n" in aurora.render()  # list:4-7:... 4 cores a rank
+    assert (
+        "export OMP_NUM_THREADS=8\n" in GOLDEN_BOUND["polaris_train_1x4_numa-correct.sh"].render()
+    )
+    mine = aurora.with_(env={"OMP_NUM_THREADS": "2"}).render()
+    assert "export OMP_NUM_THREADS=2\n" in mine and "OMP_NUM_THREADS=4" not in mine
+    assert "OMP_NUM_THREADS" not in aurora.with_(binding="none").render()

@@ -107,7 +107,13 @@ def resolve_binding(binding: str | None, sysrec: System, ranks_per_node: int) ->
     wrapper = plan.rank_wrapper().rstrip("\n") if plan.needs_wrapper else ""
     _check_heredoc(wrapper, "HPCPROF_BIND_EOF")
     args = tuple(plan.launcher_args(sysrec.launcher))
-    return Binding(preset, args, tuple(plan.env().items()), wrapper)
+    env = plan.env()
+    cores = [len(c) for c in plan.cpus if c]
+    if sysrec.scheduler == "pbs" and cores and len(cores) == len(plan.cpus):
+        # PBS sets OMP_NUM_THREADS from ncpus (1 for a select without it): each rank gets as
+        # many threads as the plan gives it cores instead (JobSpec(env=...) still wins)
+        env["OMP_NUM_THREADS"] = str(min(cores))
+    return Binding(preset, args, tuple(env.items()), wrapper)
 
 
 def _check_heredoc(text: str, marker: str) -> None:

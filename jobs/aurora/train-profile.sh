@@ -54,6 +54,7 @@ export CCL_KVS_MODE=mpi
 export TMPDIR=/tmp
 export ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export CCL_WORKER_AFFINITY=42,43,44,45,46,47,94,95,96,97,98,99
+export OMP_NUM_THREADS=4
 
 # 1 node(s) x 12 rank(s) per node = 12 rank(s)
 mpiexec -n 12 -ppn 12 --pmi=pmix --cpu-bind list:4-7:8-11:12-15:16-19:20-23:24-27:56-59:60-63:64-67:68-71:72-75:76-79 -l --line-buffer --hostfile "$PBS_NODEFILE" \

@@ -58,6 +58,7 @@ export CCL_KVS_MODE=mpi
 export TMPDIR=/tmp
 export ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export CCL_WORKER_AFFINITY=42,43,44,45,46,47,94,95,96,97,98,99
+export OMP_NUM_THREADS=4
 
 # Vendor tracer wrapper (unitrace): traces local rank 0 of every node (rank 0); runs the others plainly.
 cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'

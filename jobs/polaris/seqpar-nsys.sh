@@ -61,6 +61,7 @@ export NCCL_NET='AWS Libfabric'
 export FI_CXI_DISABLE_HOST_REGISTER=1
 export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
+export OMP_NUM_THREADS=8
 
 # Vendor tracer wrapper (nsys): traces every rank (4); runs the others plainly.
 cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'

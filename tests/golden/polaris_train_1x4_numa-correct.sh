@@ -57,6 +57,7 @@ export NCCL_NET='AWS Libfabric'
 export FI_CXI_DISABLE_HOST_REGISTER=1
 export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
+export OMP_NUM_THREADS=8
 
 # 1 node(s) x 4 rank(s) per node = 4 rank(s)
 mpiexec -n 4 -ppn 4 --cpu-bind list:24-31:16-23:8-15:0-7 -l --line-buffer --hostfile "$PBS_NODEFILE" \
