@@ -36,14 +36,17 @@ SHARES = ("compute_share", "comm_share", "exposed_comm_share", "idle_share")
 NAN = float("nan")
 
 
-def step_samples(run_dir: Path) -> tuple[list[float], dict[str, Any]]:
-    """Every rank's timed step times (ms) of a run, and the app's record of one rank."""
-    from hpcprof_kit.timing import load_timings, timing_files
+def all_timings(run_dirs: Sequence[Path]) -> dict[str, pd.DataFrame]:
+    """The timing table of each run that wrote timings, by run directory name (one
+    :func:`hpcprof_kit.timing.load_timings` over them all: a table per run would cost more
+    than the comparison itself)."""
+    from hpcprof_kit.timing import load_timings
 
-    files = timing_files(run_dir)
-    table = load_timings(run_dir)
-    steps = table[table["kind"] == "total"]["seconds"] * 1e3
-    return [float(x) for x in steps], json.loads(files[0].read_text())
+    written = [d for d in run_dirs if any((d / "timings").glob("*.json"))]
+    if not written:
+        return {}
+    table = load_timings(written)
+    return {str(run): part for run, part in table.groupby("run", observed=True)}
 
 
 def shares_from_traces(run_dir: Path) -> dict[str, float] | None:
@@ -64,14 +67,24 @@ def shares_from_traces(run_dir: Path) -> dict[str, float] | None:
             "exposed_comm_share": part["exposed_comm"], "idle_share": part["idle"]}  # fmt: skip
 
 
-def shares_from_timings(run_dir: Path) -> dict[str, float]:
-    """Compute, comm and other time of the app's own timings as shares of a step."""
-    from hpcprof_kit.timing import compute_vs_comm, load_timings
+def shares_from_timings(table: pd.DataFrame) -> dict[str, float]:
+    """Compute, comm and other time of a run's timing table as shares of its step time: the
+    shares of :func:`hpcprof_kit.timing.compute_vs_comm` (whose means over ranks and steps have
+    these ratios), summed by kind at once, as a 64-variant sweep would otherwise wait on 64
+    pivots.
 
-    row = compute_vs_comm(load_timings(run_dir)).iloc[0]
-    step = float(row["step_ms"]) or NAN
-    return {"compute_share": row["compute_ms"] / step, "comm_share": row["comm_ms"] / step,
-            "exposed_comm_share": NAN, "idle_share": row["other_ms"] / step}  # fmt: skip
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"kind": ["compute", "comm", "total"], "seconds": [0.6, 0.3, 1.0]})
+    >>> {k: round(v, 2) for k, v in shares_from_timings(t).items() if v == v}
+    {'compute_share': 0.6, 'comm_share': 0.3, 'idle_share': 0.1}
+    """
+    sums = table.groupby("kind", observed=True)["seconds"].sum()
+    compute, comm = float(sums.get("compute", 0.0)), float(sums.get("comm", 0.0))
+    step = float(sums.get("total", 0.0)) or compute + comm
+    if step <= 0:
+        return dict.fromkeys(SHARES, NAN)
+    return {"compute_share": compute / step, "comm_share": comm / step,
+            "exposed_comm_share": NAN, "idle_share": max(step - compute - comm, 0.0) / step}  # fmt: skip
 
 
 def throughput(record: dict[str, Any], median_ms: float) -> tuple[float, str]:
@@ -110,27 +123,26 @@ def outliers(median: Sequence[float], p10: Sequence[float], p90: Sequence[float]
     return flags
 
 
-def variant_row(sweep: Any, entry: dict[str, Any]) -> tuple[dict[str, Any], list[float]]:
-    """One variant's row (without the spread) and its step samples."""
+def variant_row(sweep: Any, entry: dict[str, Any],
+                timings: pd.DataFrame | None) -> tuple[dict[str, Any], list[float]]:  # fmt: skip
+    """One variant's row (without the spread) and its step samples (ms, every rank's)."""
     assert sweep.path is not None
     row: dict[str, Any] = {"variant": entry["index"], **entry["values"],
                            "state": entry.get("state", "NEW"), "run_dir": entry.get("run_dir")}  # fmt: skip
     row.update(dict.fromkeys(SHARES, NAN), breakdown_from="", throughput=NAN, throughput_unit="")
-    if not entry.get("run_dir"):
+    if timings is None:  # a failed variant wrote no timings: its row says its state only
         return row, []
     run_dir = sweep.path / entry["run_dir"]
-    try:
-        samples, record = step_samples(run_dir)
-    except KitError:  # a failed variant wrote no timings: its row says its state only
-        return row, []
     try:
         found = shares_from_traces(run_dir)
     except KitError:
         found = None
-    row.update(found or shares_from_timings(run_dir))
+    row.update(found or shares_from_timings(timings))
     row["breakdown_from"] = "traces" if found else "timings"
-    row["_record"] = record
-    return row, samples
+    first = next(iter(sorted((run_dir / "timings").glob("*.json"))))
+    row["_record"] = json.loads(first.read_text())
+    steps = timings.loc[timings["kind"] == "total", "seconds"] * 1e3
+    return row, [float(x) for x in steps]
 
 
 def compare_sweep(sweep: Any, write: bool = True) -> pd.DataFrame:
@@ -143,9 +155,11 @@ def compare_sweep(sweep: Any, write: bool = True) -> pd.DataFrame:
     if sweep.path is None:
         raise SpecError("this sweep has not run yet; call run() first, then compare()")
     sweep.refresh()
+    entries = sweep.record()["variants"]
+    tables = all_timings([sweep.path / e["run_dir"] for e in entries if e.get("run_dir")])
     rows, samples = [], {}
-    for entry in sweep.record()["variants"]:
-        row, steps = variant_row(sweep, entry)
+    for entry in entries:
+        row, steps = variant_row(sweep, entry, tables.get(entry.get("run_dir") or ""))
         rows.append(row)
         if len(steps) >= MIN_SAMPLES:
             samples[str(row["variant"])] = steps  # compare_variants names variants by text
