@@ -192,3 +192,11 @@ def test_outlier_rule_needs_both_neighbours_spreads_exceeded():
     assert outliers([10, 20, 30], [9, 19, 29], [11, 21, 31]) == [False, False, False]
     assert outliers([10, 2, 11], [9, 1, 10], [11, 3, 12]) == [False, True, False]
     assert outliers([2, 10, 11], [1, 9, 10], [3, 11, 12]) == [False, False, False]
+
+
+def test_rerun_leaves_a_variant_still_queued_or_running_alone(isolated_runs):
+    sweep = small().sweep(**{"--warmup": [0, 1, 2, 3]})
+    sweep.create()
+    for index, state in enumerate(["COMPLETED", "RUNNING", "QUEUED", "LOST"]):
+        sweep.mark(index, state=state)
+    assert [v.index for v in Sweep.load(sweep.path).pending()] == [3]

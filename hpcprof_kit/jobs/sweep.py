@@ -265,9 +265,11 @@ class Sweep:
 
     # ---- running --------------------------------------------------------------------------
     def pending(self) -> list[Variant]:
-        """Variants with no run yet or whose last run did not complete."""
+        """Variants with no run yet or whose last run ended without completing (a variant
+        still queued or running is left to finish: never two runs of it at once)."""
         entries = self.record()["variants"]
-        return [v for v in self.variants if entries[v.index].get("state") != DONE]
+        busy = (DONE, "QUEUED", "RUNNING")
+        return [v for v in self.variants if entries[v.index].get("state") not in busy]
 
     def run(self, backend: str = "auto", wait: bool = True,
             max_concurrent: int | None = None) -> Sweep:  # fmt: skip
@@ -275,6 +277,7 @@ class Sweep:
         from hpcprof_kit.jobs.backends import choose_backend
 
         self.create()
+        self.refresh()  # what an earlier run left queued or running may have ended since
         todo = self.pending()
         if not todo:
             return self
