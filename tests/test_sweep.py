@@ -200,3 +200,23 @@ def test_rerun_leaves_a_variant_still_queued_or_running_alone(isolated_runs):
     for index, state in enumerate(["COMPLETED", "RUNNING", "QUEUED", "LOST"]):
         sweep.mark(index, state=state)
     assert [v.index for v in Sweep.load(sweep.path).pending()] == [3]
+
+
+def test_compare_runs_needs_both_variants_traces(isolated_runs):
+    sweep = small().sweep(**{"--warmup": [0, 1]})
+    sweep.create()
+    with pytest.raises(SpecError, match=r"variant 0 \(--warmup=0\) has no traces.*profile=True"):
+        sweep.compare_runs(0, 1)
+    with pytest.raises(SpecError, match="variant 5 is not in this sweep; pass an index 0-1"):
+        sweep.compare_runs(0, 5)
+
+
+def test_profiled_variants_take_their_shares_from_traces_and_diff_op_by_op(isolated_runs):
+    sweep = small(profile=True).sweep(**{"--dtype": ["float32", "bfloat16"]}).run()
+    table = sweep.compare()
+    assert table["breakdown_from"].tolist() == ["traces", "traces"]
+    parts = table[["compute_share", "exposed_comm_share", "idle_share"]].sum(axis=1)
+    assert ((parts > 0) & (parts <= 1 + 1e-9)).all()  # parts of the step, never more than it
+    diff = sweep.compare_runs(0, 1)
+    assert diff.attrs["labels"] == ("0: --dtype=float32", "1: --dtype=bfloat16")
+    assert {"op"} <= set(diff["kind"])

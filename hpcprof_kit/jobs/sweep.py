@@ -357,6 +357,31 @@ class Sweep:
 
         return plot_sweep(self.compare(write=False))
 
+    def compare_runs(self, first: int, second: int) -> pd.DataFrame:
+        """The op-level difference of two variants' traces
+        (:func:`hpcprof_kit.traces.compare_runs`), labelled by their values."""
+        from hpcprof_kit.traces import compare_runs, load
+
+        dirs = []
+        entries = self.record()["variants"]
+        for index in (first, second):
+            if not 0 <= index < len(entries):
+                raise SpecError(
+                    f"variant {index} is not in this sweep; pass an index 0-{len(entries) - 1}"
+                )
+        for index in (first, second):
+            folder = (
+                self.path / entries[index]["run_dir"] if entries[index].get("run_dir") else None
+            )
+            if folder is None or not any((folder / "traces").glob("*.json*")):
+                raise SpecError(
+                    f"variant {index} ({entries[index]['label']}) has no traces to compare; "
+                    "sweep a spec with profile=True (or a tracer) and run it"
+                )
+            dirs.append(folder)
+        labels = (f"{first}: {entries[first]['label']}", f"{second}: {entries[second]['label']}")
+        return compare_runs(load(dirs[0]), load(dirs[1]), labels=labels)
+
     def ladder(self) -> pd.DataFrame:
         """Each rung's gain over the previous one (sweeps that change one field)."""
         from hpcprof_kit.jobs.sweep_compare import ladder
