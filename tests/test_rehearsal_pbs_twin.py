@@ -135,4 +135,9 @@ def test_without_history_the_kit_still_follows_the_job_to_its_end(tmp_path, monk
     assert job.wait(timeout=120, progress=False) == "COMPLETED"
     assert attributes(job_id) is None  # the server forgot it: the record decided
     out = (run_dir / "stdout").read_text()
-    assert "0077" in out and "NCPUS=1" in out and "OMP_NUM_THREADS=1" in out
+    # PBS gives the job NCPUS=1 and OMP_NUM_THREADS=1; the kit's script sets the threads
+    # from the binding plan (4 cores a rank on Aurora)
+    assert "0077" in out and "NCPUS=1" in out and "OMP_NUM_THREADS=4" in out
+    log = [json.loads(line) for line in t.log_path.read_text().splitlines()]
+    (start,) = [e for e in log if e["event"] == "job_start"]
+    assert {"NCPUS", "OMP_NUM_THREADS", "PBS_JOBDIR", "PBS_NODENUM", "TMPDIR"} <= set(start["env"])

@@ -148,12 +148,15 @@ def _json_jobs(done: subprocess.CompletedProcess[str], job_id: str) -> dict[str,
 
 def text_attributes(text: str) -> dict[str, str]:
     """``qstat -f``'s text form as attributes; PBS wraps a long value onto the following
-    lines, each indented with a tab, which belong to the value above.
+    lines, each indented with a tab, which belong to the value above (a Torque-style
+    client's tab-indented ``name = value`` lines stay attributes).
 
     >>> text_attributes("Job Id: 7.h\\n    comment = Job run at Tue Nov 24 at 19:51 on (h:\\n\\tncpus=1) and finished\\n    job_state = F\\n")
     {'comment': 'Job run at Tue Nov 24 at 19:51 on (h:ncpus=1) and finished', 'job_state': 'F'}
     """
-    joined = re.sub(r"\n\t", "", text)
+    # a tab-indented line that is itself "name = value" is an attribute (Torque-style
+    # clients indent every attribute with a tab); any other continues the value above
+    joined = re.sub(r"\n\t(?![\w.]+ = )", "", text)
     return dict(_LINE.findall(joined))
 
 

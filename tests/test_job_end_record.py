@@ -1,0 +1,49 @@
+"""The job's own end record (``job_end.json``) always names the signal that ended the job, or
+says none came (``"signal": null``), whichever process the scheduler's SIGTERM reached first
+(issue #25: under load, Slurm's SIGTERM reached the command before the script, the script
+ended on the command's 143 before its TERM trap ran, and the record named no signal)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.jobs import JobSpec
+from hpcprof_kit.jobs.backends.outcome import read_job_end
+
+
+def trap_block() -> str:
+    """The record-keeping lines of a rendered job script, as every script has them."""
+    text = JobSpec(system="local", example="train").render()
+    start = text.index('hpcprof_signal=""')
+    end = text.index("trap 'hpcprof_signal=1; exit 129' HUP") + len(
+        "trap 'hpcprof_signal=1; exit 129' HUP"
+    )
+    return "set -eo pipefail\n" + text[start:end] + "\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "sig"),
+    [
+        ("true", 0, None),
+        ("exit 3", 3, None),
+        # the command is killed by SIGTERM and the script never receives it: the script ends
+        # on the command's 143 through set -e, before any TERM trap could run
+        ("bash -c 'kill -TERM $$'", 143, 15),
+        ("bash -c 'kill -KILL $$'", 137, 9),
+        # the script itself gets SIGTERM: its trap names it
+        ("kill -TERM $$; sleep 5", 143, 15),
+    ],
+)
+def test_the_record_names_the_signal_or_says_none_came(tmp_path: Path, body, code, sig):
+    script = tmp_path / "job.sh"
+    script.write_text(trap_block() + body + "\n")
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, timeout=30, check=False)
+    assert done.returncode == code
+    raw = json.loads((tmp_path / "job_end.json").read_text())
+    assert "signal" in raw and raw["signal"] == sig  # null when none came
+    record = read_job_end(tmp_path)
+    assert (record.exit_code, record.signal) == (code, sig)
