@@ -64,3 +64,20 @@ def test_two_by_two_sweep_is_one_array_job_with_four_runs_and_one_table(cluster_
     # Nothing left to run: a second run() submits no second array.
     Sweep.load(sweep.path).run(backend="auto", wait=True)
     assert [p.name for p in sweep.path.glob("array*.sh")] == ["array.sh"]
+
+
+def test_failed_array_element_is_marked_and_a_rerun_submits_only_its_index(cluster_env):
+    base = JobSpec(system="slurm", example="seqpar", ranks_per_node=1, binding="none", args=SMALL)
+    # float16 is not one of seqpar's --dtype choices: index 1 fails in the app itself.
+    sweep = base.sweep(**{"--dtype": ["float32", "float16"]})
+    sweep.run(backend="auto", wait=True)
+    first = json.loads((sweep.path / "sweep.json").read_text())["variants"]
+    assert [e["state"] for e in first] == ["COMPLETED", "FAILED"]
+    assert "invalid choice: 'float16'" in (sweep.path / first[1]["run_dir"] / "stderr").read_text()
+
+    Sweep.load(sweep.path).run(backend="auto", wait=True)
+    assert "#SBATCH --array=1\n" in (sweep.path / "array-1.sh").read_text()
+    again = json.loads((sweep.path / "sweep.json").read_text())["variants"]
+    assert again[0]["run_dir"] == first[0]["run_dir"] and again[0]["job_id"] == first[0]["job_id"]
+    assert again[1]["earlier_runs"] == [first[1]["run_dir"]]
+    assert again[1]["job_id"].endswith("_1") and again[1]["job_id"] != first[1]["job_id"]

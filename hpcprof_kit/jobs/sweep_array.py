@@ -119,12 +119,13 @@ def array_script(sweep: Any, run_dirs: Sequence[str], indices: Sequence[int],
         span = f"{min(indices)}-{max(indices)}"
         if scheduler == "slurm":
             whole = len(indices) == 1 + max(indices) - min(indices)
-            listed = span if whole else ",".join(map(str, indices))
+            listed = span if whole and len(indices) > 1 else ",".join(map(str, indices))
             lines += [f"{mark} --array={listed}{limit}",
                       f"{mark} -o array-%A_%a.out", f"{mark} -e array-%A_%a.out"]  # fmt: skip
         else:
-            # PBS Pro takes a range only: indices of the range not re-run say so and end.
-            lines += [f"{mark} -J {span}{limit}" if len(indices) > 1 else f"{mark} -J {span}:1"]
+            # PBS Pro takes a range only: indices of the range not re-run say so and end. (One
+            # index alone is no array: submit_array runs it as one job.)
+            lines += [f"{mark} -J {span}{limit}"]
     lines += ["# A sweep of " + sweep.base.label + ": each variant runs its own job.sh in its own "
               "run directory (stdout, stderr, job_end.json there).", "set -o pipefail"]  # fmt: skip
     if sequence:
@@ -162,9 +163,12 @@ def chosen_label(sweep: Any, index: int) -> str:
 
 def _sequence_body(sweep: Any, run_dirs: Sequence[str]) -> list[str]:
     _, queue = _rules(sweep)
+    why = [f"# Queue {queue} takes one job per user, and PBS counts an array of N as N jobs: the",
+           f"# {len(run_dirs)} variants run one after another inside this single job."]  # fmt: skip
+    if not one_job_only(sweep):
+        why = ["# One variant to run: a plain job (a PBS Pro array holds at least two indices)."]
     return [
-        f"# Queue {queue} takes one job per user, and PBS counts an array of N as N jobs: the",
-        f"# {len(run_dirs)} variants run one after another inside this single job.",
+        *why,
         "rc=0",
         "for run_dir in " + " ".join(shlex.quote(d) for d in run_dirs) + "; do",
         '    (export HPCPROF_RUN_DIR="$run_dir"; cd "$run_dir" && bash job.sh >stdout 2>stderr)'
@@ -196,7 +200,7 @@ def submit_array(sweep: Any, todo: Sequence[Any], backend: str,
     from hpcprof_kit.jobs.backends import job_environment, run_command
 
     assert sweep.path is not None
-    sequence = backend == "pbs" and one_job_only(sweep)
+    sequence = backend == "pbs" and (one_job_only(sweep) or len(todo) == 1)
     how = "one job, variants in turn" if sequence else f"array index {{}} of {backend}"
     runs = [_prepare(sweep, v, backend, how.format(v.index)) for v in todo]
     indices = [v.index for v in todo]
