@@ -220,3 +220,13 @@ def test_profiled_variants_take_their_shares_from_traces_and_diff_op_by_op(isola
     diff = sweep.compare_runs(0, 1)
     assert diff.attrs["labels"] == ("0: --dtype=float32", "1: --dtype=bfloat16")
     assert {"op"} <= set(diff["kind"])
+
+
+def test_cli_refuses_a_bad_grid_in_one_line(isolated_runs, capsys):
+    assert main(["sweep", "--system", "local", "--vary", "nodes=1,x"]) == 2
+    assert capsys.readouterr().err == (
+        "hpcprof-kit sweep: field 'nodes' takes whole numbers; 'x' is not one\n"
+    )
+    assert main(["sweep", "--system", "local"]) == 2
+    assert "at least one --vary FIELD=V1,V2" in capsys.readouterr().err
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
