@@ -10,7 +10,7 @@ import os
 import pytest
 
 from hpcprof_kit.cli import main
-from hpcprof_kit.errors import SpecError
+from hpcprof_kit.errors import SpecError, SubmitError
 from hpcprof_kit.jobs import JobSpec, RunDir, sweep_array
 from hpcprof_kit.jobs.sweep import Sweep, parse_vary
 from hpcprof_kit.jobs.sweep_compare import outliers
@@ -229,4 +229,15 @@ def test_cli_refuses_a_bad_grid_in_one_line(isolated_runs, capsys):
     )
     assert main(["sweep", "--system", "local"]) == 2
     assert "at least one --vary FIELD=V1,V2" in capsys.readouterr().err
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+def test_no_scheduler_here_means_no_sweep_directory(isolated_runs, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for var in ("SLURM_JOB_ID", "PBS_JOBID", "PBS_NODEFILE"):
+        monkeypatch.delenv(var, raising=False)
+    sweep = JobSpec(system="slurm").sweep(nodes=[1, 2])
+    with pytest.raises(SubmitError, match="sbatch is not on PATH"):
+        sweep.run()
+    assert sweep.path is None
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())

@@ -276,14 +276,15 @@ class Sweep:
         """Run the pending variants: locally one after another; on a scheduler as one array."""
         from hpcprof_kit.jobs.backends import choose_backend
 
-        self.create()
-        self.refresh()  # what an earlier run left queued or running may have ended since
+        if self.path is not None:
+            self.refresh()  # what an earlier run left queued or running may have ended since
         todo = self.pending()
         if not todo:
             return self
-        sysrec = self.base.system_record()
+        # Chosen before the sweep directory is made: no scheduler here means nothing written.
         nodes = max(v.spec.nodes for v in todo)
-        name = choose_backend(sysrec, backend, nodes=nodes)
+        name = choose_backend(self.base.system_record(), backend, nodes=nodes)
+        self.create()
         if name == "local":
             self._run_local(todo)
             return self
