@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from browser.lab import CHROMIUM, CHROMIUM_ARGS, JupyterLab
+from browser.lab import CHROMIUM, JupyterLab, chromium_browser
 from browser.notebooks import ALL_NOTEBOOKS, VIAS, expected, table_problems
 from browser.page import (
     PNG_IMAGE,
@@ -75,14 +75,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, repo: Path, chromium: str):
 
 @pytest.fixture(scope="module")
 def browser(chromium: str):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium_browser() as browser:
+        yield browser
 
 
 @dataclass

@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from browser.lab import CHROMIUM, CHROMIUM_ARGS
+from browser.lab import CHROMIUM, chromium_browser
 from planted import Planted
 
 from hpcprof_kit.traces.run_report import PANES, report
@@ -25,14 +25,8 @@ pytestmark = pytest.mark.browser
 def browser():
     if not Path(CHROMIUM).exists():
         missing(f"{CHROMIUM} not installed (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium_browser() as browser:
+        yield browser
 
 
 def _sources(shared: Path, tmp: Path) -> dict[str, Path]:

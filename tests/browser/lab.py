@@ -9,6 +9,7 @@ in the page is the whole notebook, and the app is ``window.jupyterapp`` for the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -31,6 +32,19 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
+
+
+@contextlib.contextmanager
+def chromium_browser():
+    """Headless Debian chromium under Playwright, closed on the way out."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def free_port() -> int:
