@@ -141,3 +141,51 @@ def test_without_history_the_kit_still_follows_the_job_to_its_end(tmp_path, monk
     log = [json.loads(line) for line in t.log_path.read_text().splitlines()]
     (start,) = [e for e in log if e["event"] == "job_start"]
     assert {"NCPUS", "OMP_NUM_THREADS", "PBS_JOBDIR", "PBS_NODENUM", "TMPDIR"} <= set(start["env"])
+
+
+def test_a_job_array_runs_each_index_with_its_own_id_and_files(twin, tmp_path):
+    """qsub -J as a real OpenPBS ran it: ids N[], N[i]; PBS_ARRAY_INDEX per subjob; output
+    files <name>.o<seq>.<i> with -k doe; the parent ends with the last subjob's verdict."""
+    run_dir = tmp_path / "arr"
+    record = 'echo "$PBS_ARRAY_INDEX $PBS_ARRAY_ID $PBS_JOBID" > "index-$PBS_ARRAY_INDEX.txt"'
+    script = job_script(twin, run_dir, ("bash", "-c", f"cd {run_dir}; {record}"))
+    text = script.read_text().replace("#PBS -k doe\n", "#PBS -k doe\n#PBS -J 0-4:2\n")
+    script.write_text(text)
+    done = subprocess.run(["qsub", "job.sh"], cwd=run_dir, env=twin.login_env(),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parent = done.stdout.strip()
+    seq, server = parent.split("[]")[0], parent.split(".", 1)[1]
+    assert parent == f"{seq}[].{server}"
+    assert handle(run_dir, parent).wait(timeout=180, progress=False) == "COMPLETED"
+    for i in (0, 2, 4):
+        line = (run_dir / f"index-{i}.txt").read_text().split()
+        assert line == [str(i), parent, f"{seq}[{i}].{server}"]
+        assert attributes(f"{seq}[{i}].{server}")["Exit_status"] == "0"
+        assert (run_dir / f"hpcprof-local.o{seq}.{i}").exists() or list(
+            run_dir.glob(f"*.o{seq}.{i}")
+        )
+    assert not (run_dir / "index-1.txt").exists()
+    attrs = attributes(parent)
+    assert attrs["array"] == "True" and attrs["array_indices_remaining"] == "-"
+    gone = subprocess.run(["qstat", "-x", "-f", f"{seq}.{server}"], env=twin.login_env(),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert gone.returncode == 153  # plain N is no job: the array is N[]
+
+
+@pytest.mark.parametrize(
+    ("value", "queue", "code", "message"),
+    [
+        ("3", "R1", 2, "qsub: illegal -J value"),
+        ("5-3", "R1", 2, "qsub: illegal -J value"),
+        ("0-10000", "R1", 3, "qsub: Array job exceeds server or queue size limit"),
+        ("0-1", "debug", 38, "qsub: would exceed queue generic's per-user limit"),
+    ],
+)
+def test_job_arrays_are_refused_as_pbs_refuses_them(twin, tmp_path, value, queue, code, message):
+    run_dir = tmp_path / "bad"
+    script = job_script(twin, run_dir, ("true",))
+    text = script.read_text().replace("#PBS -q R1", f"#PBS -q {queue}")
+    script.write_text(text.replace("#PBS -k doe\n", f"#PBS -k doe\n#PBS -J {value}\n"))
+    done = qsub(twin, run_dir)
+    assert (done.returncode, done.stderr.strip()) == (code, message)

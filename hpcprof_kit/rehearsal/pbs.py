@@ -82,6 +82,7 @@ class JobRequest:
     err: str = ""
     forward_all: bool = False
     forward: str = ""
+    array: str = ""
 
     def apply(self, option: str, value: str) -> None:
         if option == "-l":
@@ -109,8 +110,33 @@ class JobRequest:
 
 
 _SIMPLE = {"-N": "name", "-A": "account", "-q": "queue", "-k": "keep", "-o": "out", "-e": "err",
-           "-v": "forward"}  # fmt: skip
-_TAKES_VALUE = {"-N", "-A", "-q", "-k", "-o", "-e", "-v", "-l", "-j", "-W", "-S", "-m", "-M"}
+           "-v": "forward", "-J": "array"}  # fmt: skip
+_TAKES_VALUE = {"-N", "-A", "-q", "-k", "-o", "-e", "-v", "-l", "-j", "-W", "-S", "-m", "-M", "-J"}
+MAX_ARRAY_SIZE = 10000  # PBS Pro's default max_array_size
+_ARRAY = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?:%(\d+))?$")
+
+
+def array_indices(value: str, limit: int = MAX_ARRAY_SIZE) -> tuple[list[int], int]:
+    """The indices of ``-J a-b[:step][%max]`` and the most subjobs that may run at once (0:
+    no limit), refused as PBS refuses them.
+
+    >>> array_indices("0-6:2%1")
+    ([0, 2, 4, 6], 1)
+    >>> array_indices("3")
+    Traceback (most recent call last):
+    ...
+    hpcprof_kit.rehearsal.pbs.Refused: qsub: illegal -J value
+    """
+    m = _ARRAY.match(value)
+    if not m:
+        raise Refused("qsub: illegal -J value", 2)
+    first, last, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+    if first >= last or step < 1:
+        raise Refused("qsub: illegal -J value", 2)
+    indices = list(range(first, last + 1, step))
+    if len(indices) > limit:
+        raise Refused("qsub: Array job exceeds server or queue size limit", 3)
+    return indices, int(m.group(4) or 0)
 
 
 def _parse_options(words: list[str], req: JobRequest) -> list[str]:
@@ -191,7 +217,8 @@ def check_request(twin: Twin, record: System, req: JobRequest) -> None:
     for key, value in (p.split("=", 1) for p in suffix.split(":") if "=" in p):
         if req.select_resources.get(key) != value:
             raise Refused("qsub: Job violates queue and/or server resource limits")
-    if limits["per_user"] and _jobs_in(twin, queue) >= limits["per_user"]:
+    count = len(array_indices(req.array)[0]) if req.array else 1  # an array is N jobs
+    if limits["per_user"] and _jobs_in(twin, queue) + count > limits["per_user"]:
         raise Refused("qsub: would exceed queue generic's per-user limit")
 
 
@@ -218,14 +245,21 @@ def write_job(twin: Twin, job: dict) -> None:
 
 def _jobs_in(twin: Twin, queue: str) -> int:
     live = [json.loads(p.read_text()) for p in _jobs_dir(twin).glob("*.json")]
-    count = sum(1 for j in live if j["queue"] == queue and j["job_state"] in ("Q", "R"))
+    live = [j for j in live if not j.get("array_id")]  # a subjob counts through its array
+    count = sum(
+        len(j.get("remaining", [])) if j.get("array") else 1
+        for j in live
+        if j["queue"] == queue and j["job_state"] in ("Q", "R", "B")
+    )
     interactive = twin.config.get("interactive")
     return count + (1 if interactive and interactive["queue"] == queue else 0)
 
 
-def _next_id(twin: Twin) -> str:
-    seq = 4100 + len(list(_jobs_dir(twin).glob("*.json")))
-    return f"{seq}.{twin.config['system']}-pbs-twin"
+def _next_id(twin: Twin, array: bool = False) -> str:
+    counter = twin.root / "pbs" / "next_id"
+    seq = int(counter.read_text()) if counter.exists() else 4100
+    counter.write_text(str(seq + 1))
+    return f"{seq}{'[]' if array else ''}.{twin.config['system']}-pbs-twin"
 
 
 # ---- the clients ---------------------------------------------------------------------------
@@ -248,12 +282,12 @@ def qsub(twin: Twin, args: list[str]) -> int:
         print(f"qsub: script file cannot be loaded - {exc}", file=sys.stderr)
         twin.log("qsub", ok=False, message=str(exc), args=args)
         return 1
-    job_id = _next_id(twin)
-    spool = _jobs_dir(twin) / f"{job_id.split('.')[0]}.SC"
+    job_id = _next_id(twin, bool(req.array))
+    spool = _jobs_dir(twin) / f"{job_id.split('.')[0].rstrip('[]')}.SC"
     spool.write_text(script.read_text())
     spool.chmod(0o700)
     workdir = os.getcwd()
-    seq = job_id.split(".")[0]
+    seq = job_id.split(".")[0].rstrip("[]")
     name = req.name or script.name
     job = {
         "id": job_id, "name": name, "queue": req.queue or record.default_queue,
@@ -265,6 +299,14 @@ def qsub(twin: Twin, args: list[str]) -> int:
         "forward": dict(os.environ) if req.forward_all else _forwarded(req.forward),
         "filesystems": req.filesystems,
     }  # fmt: skip
+    if req.array:
+        indices, most = array_indices(req.array)
+        job.update(array=True, indices=indices, remaining=indices, max_run_subjobs=most,
+                   array_indices_submitted=req.array.split("%")[0])  # fmt: skip
+        if not req.out:
+            job["out"] += ".^array_index^"
+        if not req.err:
+            job["err"] += ".^array_index^"
     write_job(twin, job)
     twin.log("qsub", ok=True, job_id=job_id, queue=job["queue"], nodes=job["nodes"],
              walltime=req.walltime, account=req.account, filesystems=req.filesystems,
@@ -296,6 +338,13 @@ def _attributes(job: dict) -> dict:
              "Account_Name": job["account"], "Resource_List.walltime": job["walltime"]}  # fmt: skip
     if job.get("substate") is not None:
         attrs["substate"] = job["substate"]
+    if job.get("array"):
+        attrs["array"] = "True"
+        attrs["array_indices_submitted"] = job["array_indices_submitted"]
+        left = job.get("remaining", [])
+        attrs["array_indices_remaining"] = _ranges(left) if left else "-"
+    if job.get("array_id"):
+        attrs["array_id"], attrs["array_index"] = job["array_id"], job["array_index"]
     if job.get("exec_host"):
         attrs["exec_host"] = job["exec_host"]
     if job.get("Exit_status") is not None:
@@ -330,7 +379,7 @@ def qstat(twin: Twin, args: list[str]) -> int:
         return 0
     jobs = []
     for job_id in ids:
-        job = read_job(twin, job_id)
+        job = read_job(twin, job_id) or _queued_subjob(twin, job_id)
         if job is None or (job["job_state"] == "F" and not history):
             print(f"qstat: Unknown Job Id {job_id}", file=sys.stderr)
             return 153
@@ -366,6 +415,40 @@ def _wrapped(line: str) -> str:
     return "\n".join(out)
 
 
+def _ranges(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as PBS writes it: ``0-2,5``."""
+    out, start = [], None
+    for i, n in enumerate(indices):
+        if start is None:
+            start = n
+        if i + 1 == len(indices) or indices[i + 1] != n + 1:
+            out.append(f"{start}-{n}" if n != start else str(n))
+            start = None
+    return ",".join(out)
+
+
+def _subjob_id(parent_id: str, index: int) -> str:
+    seq, _, server = parent_id.partition(".")
+    return f"{seq.rstrip('[]')}[{index}].{server}"
+
+
+def _queued_subjob(twin: Twin, job_id: str) -> dict | None:
+    """A subjob that has not started: PBS shows the parent's values for it."""
+    m = re.match(r"^(\d+)\[(\d+)\]\.(.+)$", job_id)
+    if not m:
+        return None
+    parent = read_job(twin, f"{m.group(1)}[].{m.group(3)}")
+    if parent is None or int(m.group(2)) not in parent.get("indices", []):
+        return None
+    sub = {k: v for k, v in parent.items() if k not in ("array", "remaining", "Exit_status")}
+    sub.update(id=job_id, array_id=parent["id"], array_index=int(m.group(2)))
+    if parent["job_state"] in ("F", "X"):
+        sub.update(job_state="X", comment="Subjob finished")
+    else:
+        sub["job_state"] = "Q"
+    return sub
+
+
 def qdel(twin: Twin, args: list[str]) -> int:
     """Delete jobs as PBS does: a queued job ends at once (no exit status, substate 91), a
     running one gets SIGTERM and, after the grace period, SIGKILL (its runner does both), and
@@ -379,6 +462,16 @@ def qdel(twin: Twin, args: list[str]) -> int:
             print(f"qdel: Job has finished {job_id}", file=sys.stderr)
             return 35
         job["deleted_by"] = f"{twin.config['user']}@login-twin"
+        if job.get("array") and job.get("runner_pid"):  # stop the running subjob, run no other
+            write_job(twin, job)
+            running = [read_job(twin, _subjob_id(job_id, i)) for i in job.get("remaining", [])]
+            for sub in (r for r in running if r and r["job_state"] == "R"):
+                sub["deleted_by"] = job["deleted_by"]
+                write_job(twin, sub)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(job["runner_pid"], signal.SIGTERM)
+            twin.log("qdel", job_id=job_id)
+            continue
         if job["job_state"] == "Q" and not job.get("runner_pid"):
             job.update(job_state="F", substate=DELETED, ended=time.time())
             write_job(twin, job)
@@ -425,6 +518,9 @@ def batch_environment(twin: Twin, job: dict, nodefile: Path, tmpdir: Path) -> di
     })  # fmt: skip
     if job["account"]:
         env["PBS_ACCOUNT"] = job["account"]
+    if job.get("array_id"):
+        env["PBS_ARRAY_INDEX"] = str(job["array_index"])
+        env["PBS_ARRAY_ID"] = job["array_id"]
     return env
 
 
@@ -458,6 +554,50 @@ def run_job(twin: Twin, args: list[str]) -> int:
     assert job is not None
     if job["job_state"] == "F":  # deleted while queued, before the runner started
         return 0
+    if job.get("array"):
+        return _run_array(twin, job)
+    _run_single(twin, job)
+    return 0
+
+
+def _run_array(twin: Twin, parent: dict) -> int:
+    """The subjobs of an array, one after another (the twin's node takes one at a time):
+    each with its own id ``N[i]``, ``PBS_ARRAY_INDEX`` and output files; the parent is B
+    while they run and takes, as PBS does, the Exit_status of the last subjob to end (1 if
+    it exited above 0, 2 if below, else 0). A qdel of the array stops what runs and starts
+    no other subjob."""
+    parent.update(job_state="B", substate=70, runner_pid=os.getpid(), started=time.time())
+    parent["comment"] = time.strftime("Job Array Began at %a %b %d at %H:%M")
+    write_job(twin, parent)
+    for index in list(parent["indices"]):
+        parent = read_job(twin, parent["id"]) or parent
+        if parent.get("deleted_by"):
+            break
+        sub = {k: v for k, v in parent.items() if k not in ("array", "remaining", "indices")}
+        sub.update(id=_subjob_id(parent["id"], index), array_id=parent["id"],
+                   array_index=index, job_state="Q", comment="")  # fmt: skip
+        for stream in ("out", "err"):
+            sub[stream] = parent[stream].replace("^array_index^", str(index))
+        write_job(twin, sub)
+        code = _run_single(twin, sub)
+        parent = read_job(twin, parent["id"]) or parent
+        parent["remaining"] = [i for i in parent["remaining"] if i != index]
+        parent["Exit_status"] = 1 if code > 0 else 2 if code < 0 else 0
+        write_job(twin, parent)
+    failed = parent.get("Exit_status", 0) != 0
+    how = (
+        f"terminated by {parent['deleted_by']}"
+        if parent.get("deleted_by")
+        else ("failed" if failed else "finished")
+    )
+    parent.update(job_state="F", remaining=[], ended=time.time(),
+                  comment=f"{parent['comment']} and {how}")  # fmt: skip
+    write_job(twin, parent)
+    return 0
+
+
+def _run_single(twin: Twin, job: dict) -> int:
+    """One job (or subjob) on the twin's nodes; returns its Exit_status."""
     hosts = twin.hosts[: job["nodes"]] or twin.hosts[:1]
     if len(hosts) < job["nodes"]:  # the twin has as many nodes as the rehearsal asked for
         hosts = [f"{twin.config['system']}-node{i}" for i in range(job["nodes"])]
@@ -527,7 +667,7 @@ def run_job(twin: Twin, args: list[str]) -> int:
                comment=_comment(job, hosts, how))  # fmt: skip
     write_job(twin, job)
     twin.log("job_end", job_id=job["id"], exit_code=code)
-    return 0
+    return code
 
 
 def _set_state(twin: Twin, job_id: str, letter: str) -> None:
