@@ -50,6 +50,7 @@ class Workshop:
     venv: str | None = None
     ranks_per_node: int | None = None
     proxy: dict[str, str] = field(default_factory=dict)
+    pack: str | None = None  # the instructor's reference pack (hpcprof_kit.pack)
     source: str = ""
 
     def spec_defaults(self, system: str) -> dict[str, Any]:
