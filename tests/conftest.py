@@ -12,7 +12,7 @@ import pytest
 from hypothesis import settings
 
 from must_have import missing, required
-from slurm_cluster import slurm_cluster  # noqa: F401  (fixture re-exported for every test)
+from slurm_cluster import cluster_env, slurm_cluster  # noqa: F401  (fixtures for every test)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"

@@ -215,3 +215,12 @@ def _wait_gone(pidfile: Path, timeout: float = 10.0) -> None:
         except (FileNotFoundError, ValueError, ProcessLookupError):
             return
         time.sleep(0.2)
+
+
+@pytest.fixture
+def cluster_env(slurm_cluster, monkeypatch):
+    """The test's process talks to the test cluster: its SLURM_CONF and its PATH."""
+    for key, value in slurm_cluster.env.items():
+        if key in ("SLURM_CONF", "PATH"):
+            monkeypatch.setenv(key, value)
+    return slurm_cluster

@@ -116,14 +116,6 @@ def test_pbs_replay_every_job_comment_is_read_as_the_server_wrote_it():
 # --- Slurm: its own Reason, from the real controller --------------------------------------
 
 
-@pytest.fixture
-def cluster_env(slurm_cluster, monkeypatch):
-    for key, value in slurm_cluster.env.items():
-        if key in ("SLURM_CONF", "PATH"):
-            monkeypatch.setenv(key, value)
-    return slurm_cluster
-
-
 def _slurm_reason_set(cluster, job_id: str, timeout: float = 30.0) -> str:
     """Until Slurm has given the pending job a reason (its scheduler decides when): a gate on
     the scheduler, as ``SlurmCluster.wait_state`` is, not a poll of the kit."""

@@ -49,14 +49,6 @@ setup = []
 """
 
 
-@pytest.fixture
-def cluster_env(slurm_cluster, monkeypatch):
-    for key, value in slurm_cluster.env.items():
-        if key in ("SLURM_CONF", "PATH"):
-            monkeypatch.setenv(key, value)
-    return slurm_cluster
-
-
 def tiny(system: str, *command: str, **fields) -> JobSpec:
     fields = {"ranks_per_node": 1, "binding": "none", **fields}
     return JobSpec(system=system, command=list(command), **fields)

@@ -17,14 +17,6 @@ pytestmark = pytest.mark.slurm
 SMALL = ("--steps", "3", "--warmup", "0", "--seq-len", "64", "--hidden", "32")
 
 
-@pytest.fixture
-def cluster_env(slurm_cluster, monkeypatch):
-    for key, value in slurm_cluster.env.items():
-        if key in ("SLURM_CONF", "PATH"):
-            monkeypatch.setenv(key, value)
-    return slurm_cluster
-
-
 def test_two_by_two_sweep_is_one_array_job_with_four_runs_and_one_table(cluster_env):
     base = JobSpec(system="slurm", example="seqpar", binding="none", args=SMALL)
     sweep = base.sweep(ranks_per_node=[1, 2], **{"--dtype": ["float32", "bfloat16"]})

@@ -254,14 +254,6 @@ def test_mpi_without_mpi4py_names_the_fix(monkeypatch):
         world()
 
 
-@pytest.fixture
-def cluster_env(slurm_cluster, monkeypatch):
-    for key, value in slurm_cluster.env.items():
-        if key in ("SLURM_CONF", "PATH"):
-            monkeypatch.setenv(key, value)
-    return slurm_cluster
-
-
 @pytest.mark.slurm
 @pytest.mark.mpi
 def test_analysis_submitted_to_slurm_runs_as_one_mpi_job(cluster_env, run_with_a_bad_file):

@@ -286,7 +286,7 @@ SIGNAL_COLUMNS = ["rank", "step", "kernels", "short_kernels", "short_ns", "sync_
                   "sync_calls", "regions", "region_names"]  # fmt: skip
 
 
-def signals(df: pd.DataFrame) -> pd.DataFrame:
+def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank and step (-1: outside every step) the event counts three rules read, small
     enough to keep in a rank's summary: device kernels and those under 10 µs (count, ns),
     the device idle after host syncs (:func:`sync_gaps`, a gap counted once) and their calls,
@@ -309,7 +309,7 @@ def signals(df: pd.DataFrame) -> pd.DataFrame:
         k.groupby(key).agg(kernels=("dur", "size"), short_kernels=("short", "sum"),
                            short_ns=("short_ns", "sum"))
     )  # fmt: skip
-    gaps = sync_gaps(df)
+    gaps = sync_gaps(df) if gaps is None else gaps  # the caller's, when it has them
     if len(gaps):
         once = gaps.groupby([*key, "next_device_ns"])["idle_after_ns"].max()
         sync = once.groupby(level=key).sum().rename("sync_idle_ns").to_frame()
@@ -337,7 +337,9 @@ def signals(df: pd.DataFrame) -> pd.DataFrame:
 
 def kernel_rows(df: pd.DataFrame) -> np.ndarray:
     """Rows of device kernels, compute and communication, with a duration."""
-    rows = text_test(df["track"], lambda s: s.isin(("gpu", "comm")))
+    from hpcprof_kit.traces.ops import KERNEL_TRACKS  # what top_kernels counts as a kernel
+
+    rows = text_test(df["track"], lambda s: s.isin(KERNEL_TRACKS))
     return rows & (df["device"].to_numpy() >= 0) & (df["dur_ns"].to_numpy() > 0)
 
 
@@ -603,7 +605,8 @@ def find(
     metadata (``df.attrs["ranks"]``, the default).
     """
     meta = df.attrs.get("ranks", {}) if meta is None else meta
-    return find_in(b, steps, signals(df), meta, df)
+    gaps = sync_gaps(df)
+    return find_in(b, steps, signals(df, gaps), meta, df, gaps=gaps)
 
 
 def find_in(
@@ -613,11 +616,13 @@ def find_in(
     meta: dict,
     df: pd.DataFrame | None = None,
     slower: Callable[[int], list[dict]] | None = None,
+    gaps: pd.DataFrame | None = None,
 ) -> list[dict]:
     """The findings from a run's breakdown, ``rank_steps``, :func:`signals` and per-rank
     metadata: what a run summary holds. ``df``, the trace table when there is one, adds
-    evidence (the host ops during device idle, the sync calls by name); ``slower(rank)``
-    stands in for the straggler's slower kernels when there is none."""
+    evidence (the host ops during device idle); ``gaps`` (:func:`sync_gaps` of ``df``) names
+    the sync calls; ``slower(rank)`` stands in for the straggler's slower kernels when there
+    is no table."""
     warm = no_warmup(b)
     skip = set(warm[0]["ranks"]) if warm else set()
     found = [
@@ -625,7 +630,7 @@ def find_in(
         *exposed_communication(b, world_size(meta)),
         *device_idle_host_bound(b, df),
         *short_kernels(sig),
-        *synchronize_in_step(sig, b, sync_gaps(df) if df is not None else None),
+        *synchronize_in_step(sig, b, gaps),
         *graph_breaks(sig),
         *warm,
         *one_rank_only(meta),
