@@ -555,19 +555,10 @@ def report_from_summary(run, top: int = 20) -> Report:
     same = run.same_name
 
     def slower(rank: int) -> list[dict]:
-        if same.empty or rank not in set(same["rank"]):
+        if same.empty:
             return []
         med = same.pivot_table(index="name", columns="rank", values="median_us")
-        if med.shape[1] < 2:
-            return []
-        others = med.drop(columns=rank).median(axis=1)
-        ratio = (med[rank] / others).dropna()
-        ratio = ratio[ratio > 1.1].sort_values(ascending=False).head(3)
-        return [
-            {"name": str(n), "rank_median_us": round(float(med.loc[n, rank]), 3),
-             "others_median_us": round(float(others.loc[n]), 3), "ratio": round(float(r), 3)}
-            for n, r in ratio.items()
-        ]  # fmt: skip
+        return fnd.slower_than_others(med, rank)
 
     panes = {
         "overview": overview(None, b),
