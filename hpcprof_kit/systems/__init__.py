@@ -280,7 +280,52 @@ def detect_system() -> str:
     return "local"
 
 
+@dataclass(frozen=True)
+class SiteTorch:
+    """A torch stack a site gives the kit (the record's ``[[site_torch]]``): where it comes from."""
+
+    source: str  # the module or environment
+    torch: str  # the release, "2.8"
+    python: str = ""  # "" where the record does not say
+
+
+def _release(text: str, where: str) -> tuple[int, int]:
+    found = re.match(r"^(\d+)\.(\d+)", str(text))
+    if not found:
+        raise SystemError_(f"{where}: {text!r} is not a release like '2.8'; fix the record")
+    return int(found[1]), int(found[2])
+
+
+def oldest_supported(name: str | None = None) -> SiteTorch:
+    """The oldest torch and Python the kit supports on system ``name`` (None: on any system).
+
+    A record without ``[[site_torch]]`` (a generic Slurm cluster) gets the kit's oldest; a stack
+    whose Python the record does not name gets the oldest Python any record names.
+
+    >>> oldest_supported("polaris")
+    SiteTorch(source='conda/2025-09-25', torch='2.8', python='3.10')
+    >>> oldest_supported().torch, oldest_supported().python
+    ('2.8', '3.10')
+    """
+    if name is not None:
+        load_system(name)  # an unknown name is an error, not "any system"
+    every = [
+        (n, SiteTorch(**entry))
+        for n in system_names()
+        for entry in load_system(n).extra.get("site_torch", [])
+    ]
+    if not every:
+        raise SystemError_("no system record has [[site_torch]]; restore the built-in records")
+    pythons = [s.python for _, s in every if s.python]
+    python = min(pythons, key=lambda v: _release(v, "site_torch.python"))
+    stacks = [s for n, s in every if n == name] or [s for _, s in every]
+    oldest = min(stacks, key=lambda s: _release(s.torch, f"{s.source}: site_torch.torch"))
+    if oldest.python:
+        return oldest
+    return SiteTorch(oldest.source, oldest.torch, python)
+
+
 __all__ = [
-    "DeviceSlot", "NumaDomain", "Queue", "System", "Topology",
-    "detect_system", "load_system", "system_names",
+    "DeviceSlot", "NumaDomain", "Queue", "SiteTorch", "System", "Topology",
+    "detect_system", "load_system", "oldest_supported", "system_names",
 ]  # fmt: skip
