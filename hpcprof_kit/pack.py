@@ -32,17 +32,18 @@ MATCH = ("example", "command", "args", "nodes", "ranks_per_node", "profile", "tr
 
 
 def reference_sweeps(system: str) -> list[tuple[str, Any, dict[str, list], str]]:
-    """``(name, base spec, grid, what it is)`` of the workshop's reference runs on ``system``."""
+    """``(name, base spec, grid, what it is)`` of the workshop's reference runs on ``system``
+    (the workshop file's project, queue and filesystems apply)."""
     from hpcprof_kit.jobs import JobSpec
     from hpcprof_kit.systems import load_system
 
     record = load_system(system)
     nodes = [1, 2] if max((q.max_nodes for q in record.queues.values()), default=1) >= 2 else [1]
     out = [
-        ("train", JobSpec(system=system, example="train", profile=True),
+        ("train", JobSpec.for_workshop(system=system, example="train", profile=True),
          {"--compile": [False, True]},
          "DDP training, profiled: eager, then torch.compile (notebook 05)"),
-        ("seqpar", JobSpec(system=system, example="seqpar"),
+        ("seqpar", JobSpec.for_workshop(system=system, example="seqpar"),
          {"--dtype": ["float32", "bfloat16"], "nodes": nodes},
          f"sequence parallel timing over dtypes and {' and '.join(map(str, nodes))} node(s) "
          "(notebook 08)"),
@@ -50,7 +51,7 @@ def reference_sweeps(system: str) -> list[tuple[str, Any, dict[str, list], str]]
     tracer = TRACERS.get(record.name)
     if tracer:
         out.append(
-            ("tracer", JobSpec(system=system, example="train", tracer=tracer), {"nodes": [1]},
+            ("tracer", JobSpec.for_workshop(system=system, example="train", tracer=tracer), {"nodes": [1]},
              f"one {tracer} run of the training example (notebook 06)")
         )  # fmt: skip
     return out

@@ -1,5 +1,6 @@
 """The workshop file: the one place an instructor sets a class's system, project, reservation,
-filesystems, environment and proxy; notebooks, ``JobSpec`` and ``preflight`` pick it up.
+filesystems, environment and proxy; notebooks, ``JobSpec.for_workshop`` and ``preflight`` pick
+it up (``JobSpec(...)`` alone never reads it: a spec is the same value in any folder).
 
 Found through ``$HPCPROF_WORKSHOP`` (a path; ``off`` ignores any file), else as
 ``workshop.toml`` in the current folder or one of its two parents (notebooks run in
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ FILE_NAME = "workshop.toml"
 PROXY_KEYS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy")
 ALCF_PROXY = "http://proxy.alcf.anl.gov:3128"  # docs: aurora/getting-started-on-aurora.md, Proxy
 _WORD = re.compile(r"^[A-Za-z0-9_.-]+$")
-_ignored = False
 _loaded: dict[Path, tuple[tuple[int, int], Workshop]] = {}  # file -> (version, its workshop)
 
 
@@ -71,15 +70,32 @@ class Workshop:
         return {self.queue: {"nodes": self.reservation_nodes,
                              "walltime": self.reservation_walltime or "01:00:00"}}  # fmt: skip
 
-    def register_queue(self) -> None:
-        """Make the reservation queue a known queue of its system, with its limits."""
-        if not self.queue or self.reservation_nodes is None:
-            return
-        from hpcprof_kit.jobs.queues import register_queue
+    def spec(self, **fields: Any) -> Any:
+        """A JobSpec whose left-out fields (or fields given as None) take this workshop's
+        values for its system; ``system`` defaults to the workshop's. A job in the
+        reservation queue carries the reservation's limits (``JobSpec.reservation``).
 
-        register_queue(self.system, self.queue, max_nodes=self.reservation_nodes,
-                       max_walltime=self.reservation_walltime,
-                       source=self.source or "the workshop file")  # fmt: skip
+        >>> ws = Workshop(system="aurora", project="MYPROJ", queue="R123456", reservation_nodes=8)
+        >>> spec = ws.spec(nodes=2)
+        >>> spec.system, spec.account, spec.queue, spec.reservation
+        ('aurora', 'MYPROJ', 'R123456', {'nodes': 8})
+        >>> ws.spec(system="polaris").account is None   # the workshop's system only
+        True
+        """
+        from hpcprof_kit.jobs.spec import JobSpec
+
+        given = {key: value for key, value in fields.items() if value is not None}
+        system = given.setdefault("system", self.system)
+        for key, value in self.spec_defaults(system).items():
+            if key == "env":
+                given["env"] = {**value, **(given.get("env") or {})}
+            else:
+                given.setdefault(key, value)
+        if system == self.system and self.queue and given.get("queue") == self.queue:
+            limits = {"nodes": self.reservation_nodes, "walltime": self.reservation_walltime}
+            if self.reservation_nodes is not None:
+                given.setdefault("reservation", {k: v for k, v in limits.items() if v})
+        return JobSpec(**given)
 
     def validate(self) -> Workshop:
         from hpcprof_kit.systems import load_system
@@ -114,7 +130,7 @@ class Workshop:
 def find_file(start: str | os.PathLike[str] | None = None) -> Path | None:
     """The workshop file in effect, or None."""
     explicit = os.environ.get(WORKSHOP_VAR)
-    if _ignored or explicit == "off":
+    if explicit == "off":
         return None
     if explicit:
         path = Path(explicit)
@@ -158,17 +174,6 @@ def current() -> Workshop:
     if cached is None or cached[0] != version:
         cached = _loaded[found] = (version, load(found))
     return cached[1]
-
-
-@contextmanager
-def ignored():
-    """Within this block no workshop file applies (the ready scripts in jobs/ use this)."""
-    global _ignored
-    saved, _ignored = _ignored, True
-    try:
-        yield
-    finally:
-        _ignored = saved
 
 
 def _toml_value(value: Any) -> str:

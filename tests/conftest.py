@@ -37,13 +37,9 @@ def no_rendezvous_leak():
 def isolated_runs(tmp_path, monkeypatch) -> Path:
     """Each test gets its own runs root ($HPCPROF_RUNS_DIR), and no workshop file applies
     unless the test writes one (a workshop.toml in the checkout must not change results)."""
-    from hpcprof_kit.jobs import queues
-
     root = tmp_path / "runs"
     monkeypatch.setenv("HPCPROF_RUNS_DIR", str(root))
     monkeypatch.setenv("HPCPROF_WORKSHOP", "off")
-    # A workshop file's reservation registers its queue for the process: not for the next test.
-    monkeypatch.setattr(queues, "_REGISTERED", dict(queues._REGISTERED))
     return root
 
 

@@ -20,11 +20,9 @@ from hpcprof_kit.errors import KitWarning, SpecError
 from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.jobs.queues import (
     QueueLimits,
-    forget_queue,
     parse_attributes,
     parse_pbs_rstat,
     parse_qstat_queue,
-    register_queue,
     resolve_queue,
     run_query,
 )
@@ -270,32 +268,52 @@ def test_standin_scheduler_that_hangs_or_is_missing_cannot_say(scheduler_path, t
     assert run_query(["pbs_rstat", "-f", "R1"]) is None  # not on PATH
 
 
-# ---- the workshop file's hook -----------------------------------------------------------------
-@pytest.fixture
-def workshop_queue():
-    register_queue("aurora", "hpcprof_school", max_nodes=4, max_walltime="02:00:00",
-                   source="workshop.toml")  # fmt: skip
-    yield
-    forget_queue("aurora", "hpcprof_school")
+# ---- a reservation given with the spec (the workshop file's queue) ---------------------------
+SCHOOL = {"nodes": 4, "walltime": "02:00:00"}
 
 
-def test_registered_queue_is_accepted_silently_with_its_limits(scheduler_path, workshop_queue):
-    assert validate_with_warnings(aurora(queue="hpcprof_school", nodes=4)) == []
+def test_a_reservation_given_with_the_spec_is_accepted_silently_with_its_limits(scheduler_path):
+    assert validate_with_warnings(aurora(queue="hpcprof_school", nodes=4, reservation=SCHOOL)) == []
     with pytest.raises(SpecError) as info:
-        aurora(queue="hpcprof_school", walltime="03:00:00").validate()
+        aurora(queue="hpcprof_school", walltime="03:00:00", reservation=SCHOOL).validate()
     assert str(info.value) == (
-        "walltime 03:00:00 exceeds queue hpcprof_school's 02:00:00 on aurora (workshop.toml); "
-        "ask for at most 02:00:00 or pick a queue with a longer limit"
+        "walltime 03:00:00 exceeds queue hpcprof_school's 02:00:00 on aurora (the spec's "
+        "reservation); ask for at most 02:00:00 or pick a queue with a longer limit"
+    )
+    with pytest.raises(SpecError) as info:
+        aurora(queue="hpcprof_school", nodes=5, reservation=SCHOOL).validate()
+    assert str(info.value) == (
+        "nodes 5 is outside queue hpcprof_school's range 1-4 on aurora (the spec's reservation); "
+        "ask for 1-4 nodes or pick another queue"
     )
 
 
-def test_registering_checks_its_own_limits():
+def test_a_reservation_applies_to_its_own_queue_only_and_leaves_nothing_behind(scheduler_path):
+    aurora(queue="hpcprof_school", reservation=SCHOOL).validate()
+    # Nothing registered for the process: the next spec without it is refused as before.
+    with pytest.raises(SpecError, match=r"^queue 'hpcprof_school' is not a queue of aurora"):
+        aurora(queue="hpcprof_school").validate()
+
+
+def test_a_reservations_own_limits_are_checked():
     with pytest.raises(SpecError, match=r"^walltime '2 hours' is not HH:MM:SS"):
-        register_queue("aurora", "bad", max_walltime="2 hours")
+        aurora(queue="R1", reservation={"walltime": "2 hours"}).validate()
     with pytest.raises(SpecError) as info:
-        register_queue("aurora", "bad", min_nodes=4, max_nodes=2)
+        aurora(queue="R1", reservation={"nodes": 0}).validate()
     assert str(info.value) == (
-        "max_nodes 2 of queue 'bad' must be a whole number >= min_nodes (4), or None for no limit"
+        "reservation nodes 0 of queue 'R1' must be a whole number of at least 1"
+    )
+    with pytest.raises(SpecError) as info:
+        aurora(queue="R1", reservation={"nodes": 2, "hours": 3}).validate()
+    assert str(info.value) == (
+        "reservation of queue 'R1' has unknown keys ['hours']; it takes 'nodes' (the most "
+        "nodes) and 'walltime' (HH:MM:SS)"
+    )
+    with pytest.raises(SpecError) as info:
+        aurora(reservation={"nodes": 2}).validate()
+    assert str(info.value) == (
+        "reservation {'nodes': 2} is given but queue is not: name the reservation's queue "
+        "(queue='R123456'), or drop reservation"
     )
 
 

@@ -57,22 +57,49 @@ def test_without_a_file_the_parameter_cells_keep_the_laptop_defaults(monkeypatch
     assert _parameters("00_quickstart")["ranks"] == 2
 
 
-def test_jobspec_takes_the_workshops_settings_for_its_system_only(tmp_path, monkeypatch):
+def test_for_workshop_takes_the_workshops_settings_for_its_system_only(tmp_path, monkeypatch):
     _init(tmp_path, monkeypatch, "--system", "aurora", "--project", "MYPROJ", "--queue",
           "R123456", "--reservation-nodes", "2", "--reservation-walltime", "02:00:00")  # fmt: skip
-    spec = JobSpec(system="aurora")
+    spec = JobSpec.for_workshop(system="aurora")
     assert (spec.account, spec.queue, spec.filesystems) == ("MYPROJ", "R123456", "home:flare")
+    assert spec.reservation == {"nodes": 2, "walltime": "02:00:00"}
     assert spec.env == {"http_proxy": PROXY, "https_proxy": PROXY}
-    text = spec.render()  # the registered reservation: no warning, its limits checked
+    text = spec.render()  # the reservation's limits carried by the spec: no warning
     assert "#PBS -A MYPROJ\n#PBS -q R123456\n" in text
     assert f"export https_proxy={PROXY}\n" in text
-    assert (
-        JobSpec(system="aurora", account="OTHER", env={"http_proxy": "x"}).env["http_proxy"] == "x"
-    )
-    assert JobSpec(system="aurora", account="OTHER").account == "OTHER"
-    assert JobSpec(system="polaris").account is None
+    mine = JobSpec.for_workshop(system="aurora", account="OTHER", env={"http_proxy": "x"})
+    assert (mine.account, mine.env["http_proxy"]) == ("OTHER", "x")
+    assert JobSpec.for_workshop(system="polaris").account is None
+    assert JobSpec.for_workshop().system == "aurora"  # the workshop's system by default
     with pytest.raises(SpecError, match="nodes 3 is outside"):
-        JobSpec(system="aurora", nodes=3).validate()
+        JobSpec.for_workshop(system="aurora", nodes=3).validate()
+    # Its own queue only: another queue is looked up, not given the reservation's limits.
+    assert JobSpec.for_workshop(system="aurora", queue="debug").reservation is None
+
+
+def test_a_jobspec_is_the_same_value_inside_and_outside_a_workshop_folder(tmp_path, monkeypatch):
+    fields = {"system": "polaris", "example": "train", "nodes": 2, "ranks_per_node": 4}
+    outside = JobSpec(**fields)
+    monkeypatch.delenv("HPCPROF_WORKSHOP")  # the file is found from the current folder
+    folder = tmp_path / "class"
+    folder.mkdir()
+    workshop.init(
+        folder / "workshop.toml",
+        workshop.Workshop(
+            system="polaris", project="P", queue="R9", reservation_nodes=2, filesystems="home:eagle"
+        ),
+    )
+    monkeypatch.chdir(folder)
+    assert workshop.current().source.endswith("workshop.toml")  # the file is in effect here
+    inside = JobSpec(**fields)
+    assert inside == outside
+    assert inside.to_json() == outside.to_json()
+    assert (inside.account, inside.queue, inside.reservation) == (None, None, None)
+    # Asking for the workshop's values is the one explicit step.
+    chosen = JobSpec.for_workshop(**fields)
+    assert (chosen.account, chosen.queue, chosen.filesystems) == ("P", "R9", "home:eagle")
+    assert chosen == outside.with_(account="P", queue="R9", filesystems="home:eagle",
+                                   reservation={"nodes": 2})  # fmt: skip
 
 
 def test_bad_workshop_files_name_the_key_and_the_file(tmp_path, monkeypatch):
@@ -104,8 +131,8 @@ def test_rehearsal_runs_the_workshop_reservation_and_proxy_standin(
     _init(tmp_path, monkeypatch, "--system", system, "--project", "CLASS", "--queue", "R777",
           "--reservation-nodes", str(nodes), "--reservation-walltime", "02:00:00")  # fmt: skip
     show = "import os; print('PROXY', os.environ['https_proxy'], os.environ['PALS_RANKID'])"
-    spec = JobSpec(system=system, nodes=nodes, ranks_per_node=2, binding="none",
-                   command=["python3", "-c", show])  # fmt: skip
+    spec = JobSpec.for_workshop(system=system, nodes=nodes, ranks_per_node=2, binding="none",
+                                command=["python3", "-c", show])  # fmt: skip
     result = rehearse(spec, runs_root=isolated_runs)
     assert result.ok, result.text()
     assert f"queue R777, {nodes} node(s)" in result.stage("start").detail

@@ -154,7 +154,7 @@ def run_experiment(
                 f"plan {name!r} masks a different device per rank; the experiment launches "
                 "without a per-rank wrapper: pick a set_device(local_rank) plan"
             )
-        spec = JobSpec(
+        spec = JobSpec.for_workshop(
             system=system,
             example="train",
             command=_COMMAND,

@@ -95,7 +95,7 @@ def _spec(args: argparse.Namespace):
         given["command"] = words
     path = getattr(args, "spec", None)
     if not path:
-        return JobSpec(**given)
+        return JobSpec.for_workshop(**given)
     return _spec_file(path).with_(**given)
 
 

@@ -21,15 +21,8 @@ from hpcprof_kit.systems import load_system
 
 
 def catalog_specs() -> dict[str, JobSpec]:
-    """``<system>/<variant>.sh`` -> the spec it is rendered from (no workshop file applies:
-    the ready scripts are the same for everyone)."""
-    from hpcprof_kit.workshop import ignored
-
-    with ignored():
-        return _catalog_specs()
-
-
-def _catalog_specs() -> dict[str, JobSpec]:
+    """``<system>/<variant>.sh`` -> the spec it is rendered from (plain ``JobSpec``s: no
+    workshop file applies, the ready scripts are the same for everyone)."""
     specs: dict[str, JobSpec] = {}
     for system in JOBS_SYSTEMS:
         record = load_system(system)

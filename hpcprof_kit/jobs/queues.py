@@ -5,8 +5,8 @@ runs in a reservation: on PBS its queue is named after the reservation (``R12345
 site makes a queue with the workshop's own name. ``resolve_queue(system, name)`` finds the
 limits a job is checked against, in this order:
 
-1. queues registered in this process with :func:`register_queue` (the way a workshop file adds
-   its queue names with their limits; no warning, no scheduler asked);
+1. the reservation the caller passes with its limits (``reservation=``: a workshop file's queue,
+   carried by ``JobSpec.reservation``; no warning, no scheduler asked);
 2. the system record (``System.queue``, which stays pure);
 3. the scheduler, when its commands are on PATH: ``pbs_rstat -f NAME`` for reservation-shaped
    names, then ``qstat -Qf NAME``; the queue is accepted with a :class:`KitWarning` and the
@@ -34,8 +34,9 @@ import re
 import shutil
 import subprocess
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from hpcprof_kit.errors import KitWarning, SpecError
 from hpcprof_kit.systems import Queue, System
@@ -74,7 +75,7 @@ class QueueLimits:
     min_nodes: int = 1
     max_nodes: int | None = None
     max_walltime: str | None = None  # HH:MM:SS
-    source: str = ""  # where the limits come from: a record file, a command, a registration
+    source: str = ""  # where the limits come from: a record file, a command, a workshop file
     note: str = ""  # e.g. when a reservation starts and ends
 
     @classmethod
@@ -245,58 +246,51 @@ def scheduler_limits(
     return None
 
 
-# ---- queues added in this process (the workshop file's hook) -------------------------------
-_REGISTERED: dict[tuple[str, str], QueueLimits] = {}
-
-
-def register_queue(
-    system: str,
-    name: str,
-    *,
-    min_nodes: int = 1,
-    max_nodes: int | None = None,
-    max_walltime: str | None = None,
-    source: str = "register_queue",
+# ---- a reservation given with its limits (a workshop file's queue) --------------------------
+def reservation_limits(
+    name: str, limits: Mapping[str, Any], source: str = "the spec's reservation"
 ) -> QueueLimits:
-    """Make ``name`` a queue of ``system`` for this process, with the limits given.
-
-    This is how a workshop file adds its reservation: a registered queue is accepted without
-    a warning and without asking the scheduler. ``forget_queue`` undoes it.
+    """The limits of reservation queue ``name`` from ``{"nodes": N, "walltime": "HH:MM:SS"}``,
+    as a workshop file gives them (``Workshop.reservations``; ``JobSpec.reservation``).
 
     >>> from hpcprof_kit.systems import load_system
-    >>> _ = register_queue("aurora", "alcf_workshop", max_nodes=8, max_walltime="02:00:00")
-    >>> resolve_queue(load_system("aurora"), "alcf_workshop").describe()
+    >>> known = reservation_limits("alcf_workshop", {"nodes": 8, "walltime": "02:00:00"})
+    >>> resolve_queue(load_system("aurora"), "alcf_workshop", reservation=known).describe()
     '1-8 nodes, walltime at most 02:00:00'
-    >>> forget_queue("aurora", "alcf_workshop")
     """
-    if max_walltime is not None:
-        walltime_seconds(max_walltime)
-    if not isinstance(min_nodes, int) or min_nodes < 1:
-        raise SpecError(f"min_nodes {min_nodes!r} of queue {name!r} must be a whole number >= 1")
-    if max_nodes is not None and (not isinstance(max_nodes, int) or max_nodes < min_nodes):
+    if not isinstance(limits, Mapping):
         raise SpecError(
-            f"max_nodes {max_nodes!r} of queue {name!r} must be a whole number >= min_nodes "
-            f"({min_nodes}), or None for no limit"
+            f"reservation {limits!r} of queue {name!r} is not a table; write "
+            '{"nodes": 8, "walltime": "02:00:00"}'
         )
-    limits = QueueLimits(name, min_nodes, max_nodes, max_walltime, source)
-    _REGISTERED[(system, name)] = limits
-    return limits
-
-
-def forget_queue(system: str, name: str) -> None:
-    """Undo ``register_queue`` (nothing happens if it was not registered)."""
-    _REGISTERED.pop((system, name), None)
+    unknown = sorted(set(limits) - {"nodes", "walltime"})
+    if unknown:
+        raise SpecError(
+            f"reservation of queue {name!r} has unknown keys {unknown}; it takes 'nodes' "
+            "(the most nodes) and 'walltime' (HH:MM:SS)"
+        )
+    nodes, walltime = limits.get("nodes"), limits.get("walltime")
+    if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
+        raise SpecError(
+            f"reservation nodes {nodes!r} of queue {name!r} must be a whole number of at least 1"
+        )
+    if walltime is not None:
+        walltime_seconds(str(walltime))
+    return QueueLimits(name, 1, nodes, None if walltime is None else str(walltime), source)
 
 
 # ---- the rule --------------------------------------------------------------------------------
 def resolve_queue(
-    system: System, name: str | None, timeout: float = QUERY_TIMEOUT_S
+    system: System,
+    name: str | None,
+    timeout: float = QUERY_TIMEOUT_S,
+    reservation: QueueLimits | None = None,
 ) -> QueueLimits:
     """The limits a job in queue ``name`` (None: the default) is checked against on ``system``.
 
     Warns (KitWarning) when it accepts a queue the record does not list; raises the record's
-    SpecError for a name that is neither listed, registered, known to the scheduler, nor
-    reservation-shaped. The scheduler is asked only about such unlisted names.
+    SpecError for a name that is neither listed, the ``reservation`` passed, known to the
+    scheduler, nor reservation-shaped. The scheduler is asked only about such unlisted names.
 
     >>> from hpcprof_kit.systems import load_system
     >>> resolve_queue(load_system("aurora"), "debug").describe()
@@ -309,8 +303,8 @@ def resolve_queue(
         return replace(QueueLimits.from_record(system.queue(""), system), name=name)
     if not name:  # never ask a scheduler about an empty name: the record refuses it
         return QueueLimits.from_record(system.queue(name), system)
-    if (system.name, name) in _REGISTERED:
-        return _REGISTERED[(system.name, name)]
+    if reservation is not None and reservation.name == name:
+        return reservation
     if name in system.queues:
         return QueueLimits.from_record(system.queue(name), system)
     record = system.source or f"{system.name}.toml"

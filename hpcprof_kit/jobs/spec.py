@@ -83,6 +83,9 @@ class JobSpec:
     # The Python environment (venv) the job activates after the site modules; None -> the one
     # this kit runs from (see hpcprof_kit.jobs.environment), '' -> none.
     venv: str | None = None
+    # The limits of the reservation ``queue`` names, {"nodes": 8, "walltime": "02:00:00"}, as a
+    # workshop file gives them (``JobSpec.for_workshop``); None: the queue is looked up.
+    reservation: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Lists from JSON or from a notebook become tuples, so the spec stays a value.
@@ -99,20 +102,19 @@ class JobSpec:
             object.__setattr__(self, "command", absolute_paths(self.command))
         object.__setattr__(self, "args", absolute_paths(self.args))
         object.__setattr__(self, "env", dict(self.env or {}))
-        self._apply_workshop()
+        if self.reservation is not None:
+            object.__setattr__(self, "reservation", dict(self.reservation))
 
-    def _apply_workshop(self) -> None:
-        """Fields left out take the workshop file's values for its system (hpcprof_kit.workshop):
-        project, reservation queue, filesystems, venv; its proxy joins env (yours wins)."""
+    @classmethod
+    def for_workshop(cls, **fields: Any) -> JobSpec:
+        """A spec whose left-out fields take the workshop file's values (``workshop.toml``,
+        see :mod:`hpcprof_kit.workshop`): project, reservation queue with its limits,
+        filesystems, venv; its proxy joins ``env`` (yours wins). ``system`` defaults to the
+        workshop's. Without a workshop file this is ``JobSpec(**fields)``; ``JobSpec(...)``
+        itself never reads the file, so the same call gives the same spec in any folder."""
         from hpcprof_kit.workshop import current
 
-        ws = current()
-        for key, value in ws.spec_defaults(self.system).items():
-            if key == "env":
-                object.__setattr__(self, "env", {**value, **self.env})
-            elif getattr(self, key) is None:
-                object.__setattr__(self, key, value)
-        ws.register_queue()
+        return current().spec(**fields)
 
     # ---- derived values -------------------------------------------------------------------
     @property
@@ -130,6 +132,18 @@ class JobSpec:
     @property
     def job_name(self) -> str:
         return self.name or f"hpcprof-{self.label}"
+
+    def _reservation_limits(self) -> QueueLimits | None:
+        if self.reservation is None:
+            return None
+        if not self.queue:
+            raise SpecError(
+                f"reservation {self.reservation!r} is given but queue is not: name the "
+                "reservation's queue (queue='R123456'), or drop reservation"
+            )
+        from hpcprof_kit.jobs.queues import reservation_limits
+
+        return reservation_limits(self.queue, self.reservation)
 
     def system_record(self) -> System:
         return load_system(self.system)
@@ -231,8 +245,8 @@ class JobSpec:
                     f"{key} {value!r} has characters a scheduler will not accept; "
                     "use letters, digits, '.', '_' or '-'"
                 )
-        # Listed, registered, reported by the scheduler, or a reservation (see jobs.queues).
-        queue = resolve_queue(sysrec, self.queue)
+        # Listed, the reservation given, reported by the scheduler, or reservation-shaped.
+        queue = resolve_queue(sysrec, self.queue, reservation=self._reservation_limits())
         self._check_ints(sysrec, queue, where)
         secs = walltime_seconds(self.walltime)
         if secs == 0:

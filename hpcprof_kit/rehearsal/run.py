@@ -46,12 +46,11 @@ def rehearse(
     >>> result.ok                                                                   # doctest: +SKIP
     True
     """
-    from hpcprof_kit.workshop import current
-
-    spec = spec if spec is not None else JobSpec(system=system, account="YOUR_PROJECT")
-    ws = current()
-    if ws.system == spec.system:  # the class's reservation exists on the twin's PBS too
-        reservations = {**ws.reservations(), **(reservations or {})}
+    if spec is None:
+        spec = JobSpec.for_workshop(system=system)
+        spec = spec if spec.account else spec.with_(account="YOUR_PROJECT")
+    if spec.reservation is not None and spec.queue:  # the class's reservation, on the twin too
+        reservations = {spec.queue: spec.reservation, **(reservations or {})}
     record = spec.system_record()
     mode = "interactive" if interactive else "batch"
     result = Rehearsal(record.name, mode)

@@ -44,7 +44,7 @@ def validation_job_spec(
     paths = [str(Path(n).resolve()) for n in notebooks]
     command = ["hpcprof-kit", "validate", "--notebooks", *paths]
     command += ["--timeout", f"{timeout:g}", "--report", REPORT]
-    return JobSpec(
+    return JobSpec.for_workshop(
         system=system,
         example="train",  # only names the run directory; the command replaces the app
         name="hpcprof-validate",

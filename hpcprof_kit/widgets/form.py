@@ -107,7 +107,7 @@ class JobForm:
         """The JobSpec the fields describe (not yet validated)."""
         from hpcprof_kit.jobs import JobSpec
 
-        return JobSpec(
+        return JobSpec.for_workshop(
             system=self.system.value,
             example=self.example,
             nodes=self.nodes.value,
