@@ -24,6 +24,14 @@ from pathlib import Path
 from hpcprof_kit.errors import PortError
 from hpcprof_kit.porting_env import dotted_name as _dotted
 from hpcprof_kit.porting_env import flag_env_sets
+from hpcprof_kit.porting_versions import (
+    ADDED_IN,
+    FALLBACK_MODULE,
+    ON_CPU,
+    missing_in,
+    target_release,
+    written_names,
+)
 
 TARGETS: tuple[str, ...] = ("xpu", "agnostic")
 
@@ -84,6 +92,7 @@ class PortResult:
     code: str
     target: str
     filename: str = "<string>"
+    torch_version: str = ""  # the torch release the port wrote for, "2.8"
     changed_lines: list[int] = field(default_factory=list)
     not_ported: list[tuple[int, str, str]] = field(default_factory=list)  # (line, code, why)
 
@@ -101,16 +110,27 @@ class PortResult:
     def report(self) -> str:
         """The lines that still need a human, one per line with its number."""
         if not self.not_ported:
-            return f"{self.filename}: everything CUDA-specific was ported to {self.target}"
+            return (
+                f"{self.filename}: everything CUDA-specific was ported to {self.target} "
+                f"(torch {self.torch_version})"
+            )
         rows = [f"{self.filename}:{line}: {code}  -- {why}" for line, code, why in self.not_ported]
         return "not ported (needs a human):\n" + "\n".join(rows)
 
 
-def _transformer(target: str, result: PortResult):
+def _transformer(target: str, result: PortResult, torch_release: tuple[int, int]):
     import libcst as cst
     from libcst.metadata import PositionProvider
 
     agnostic = target == "agnostic"
+    shown = result.torch_version
+
+    def too_new(name: str) -> str | None:
+        newer = missing_in(name, torch_release)
+        if newer is None:
+            return None
+        module, attr = name.rsplit(".", 1)
+        return f"{module} has no {attr!r} before torch {newer} (porting for torch {shown})"
 
     class CudaToXpu(cst.CSTTransformer):
         METADATA_DEPENDENCIES = (PositionProvider,)
@@ -119,6 +139,8 @@ def _transformer(target: str, result: PortResult):
             super().__init__()
             self.used_device_type = False
             self.skip_depth = 0  # inside a chain already reported as not portable
+            self.called: set[int] = set()  # the functions of calls (ids of their nodes)
+            self.fallback: set[int] = set()  # calls spelled with FALLBACK_MODULE
 
         def _line(self, node) -> int:
             return self.get_metadata(PositionProvider, node).start.line
@@ -149,7 +171,17 @@ def _transformer(target: str, result: PortResult):
                 attr = original.attr.value
                 if agnostic and attr in ACCELERATOR_NAMES:
                     new = f"torch.accelerator.{ACCELERATOR_NAMES[attr]}"
-                elif not agnostic and attr in XPU_SAME_NAME:
+                    why = too_new(new)
+                    if why and attr in ON_CPU and id(original) in self.called:
+                        # the device's own module; leave_Call keeps the CPU out
+                        self._changed(original)
+                        self.used_device_type = True
+                        self.fallback.add(id(original))
+                        return cst.parse_expression(f"{FALLBACK_MODULE}.{attr}")
+                    if why:
+                        self._manual(original, f"{why}; call it on the device's module by hand")
+                        return updated
+                elif not agnostic and attr in XPU_SAME_NAME and not too_new(f"torch.xpu.{attr}"):
                     new = f"torch.xpu.{attr}"
                 else:
                     self._manual(
@@ -175,19 +207,31 @@ def _transformer(target: str, result: PortResult):
             if not names or any(n.name.value not in table or n.asname for n in names):
                 self._manual(original, "import from torch.xpu / torch.accelerator by hand")
                 return updated
+            new = "torch.accelerator" if agnostic else "torch.xpu"
+            older = [too_new(f"{new}.{table[n.name.value]}") for n in names]
+            if any(older):
+                self._manual(original, next(w for w in older if w))
+                return updated
             if agnostic and any(table[n.name.value] != n.name.value for n in names):
                 self._manual(original, "torch.accelerator spells some names differently")
                 return updated
             self._changed(original)
-            new = "torch.accelerator" if agnostic else "torch.xpu"
             return updated.with_changes(module=cst.parse_expression(new))
 
         def visit_Call(self, node) -> bool:
+            self.called.add(id(node.func))
             # An amp call is rewritten whole in leave_Call; its parts are not "not portable".
             return _dotted(node.func) not in AMP_CALLS
 
         def leave_Call(self, original, updated):
             func = original.func
+            if id(func) in self.fallback:
+                # the CPU has no device memory: what torch.cuda's call returns without a GPU
+                code = cst.Module(body=[]).code_for_node(updated)
+                on_cpu = ON_CPU[func.attr.value]
+                return cst.parse_expression(
+                    f"({code} if torch.accelerator.is_available() else {on_cpu})"
+                )
             amp = AMP_CALLS.get(_dotted(func) or "")
             if amp:
                 self._changed(original)
@@ -323,18 +367,31 @@ def _move_criterion(module, to: str):
 
 
 def port_source(
-    source: str, to: str = "xpu", *, filename: str = "<string>", ipex: bool = False
+    source: str,
+    to: str = "xpu",
+    *,
+    filename: str = "<string>",
+    ipex: bool = False,
+    torch_version: str | None = None,
+    system: str | None = None,
 ) -> PortResult:
-    """Port Python source text; PortError when it does not parse.
+    """Port Python source text for a torch release; PortError when it does not parse.
+
+    ``torch_version`` (default: the oldest ``system``'s record names, else the oldest the kit
+    supports) decides each name's spelling: a name that release lacks gets the device's own
+    module, or is listed for a human.
 
     >>> port_source("dist.init_process_group('nccl')").code
     "dist.init_process_group('xccl')"
+    >>> port_source("torch.cuda.empty_cache()", "agnostic", torch_version="2.9").code.splitlines()[-1]
+    'torch.accelerator.empty_cache()'
     """
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
     if to not in TARGETS:
         raise PortError(f"--to {to!r} is not a target; use one of {', '.join(TARGETS)}")
+    torch_release = target_release(torch_version, system)
     try:
         ast.parse(source, filename=filename)  # CPython's parser gives the clearest location
         module = cst.parse_module(source)
@@ -346,7 +403,8 @@ def port_source(
             "first - nothing was written"
         ) from None
     result = PortResult(original=source, code=source, target=to, filename=filename)
-    transformer = _transformer(to, result)
+    result.torch_version = f"{torch_release[0]}.{torch_release[1]}"
+    transformer = _transformer(to, result, torch_release)
     ported = MetadataWrapper(module).visit(transformer)
     result.changed_lines = sorted(set(result.changed_lines))
     # before any line is added, so the rows keep the original line numbers
@@ -375,7 +433,13 @@ def port_source(
 
 
 def port_file(
-    path: str | Path, to: str = "xpu", *, write: bool = False, ipex: bool = False
+    path: str | Path,
+    to: str = "xpu",
+    *,
+    write: bool = False,
+    ipex: bool = False,
+    torch_version: str | None = None,
+    system: str | None = None,
 ) -> PortResult:
     """Port a file; with ``write=True`` save the original as ``<file>.orig`` first, then rewrite it.
 
@@ -392,7 +456,9 @@ def port_file(
         raise PortError(
             f"{path} cannot be read as UTF-8 text ({exc}); pass a Python source file"
         ) from None
-    result = port_source(source, to, filename=path.name, ipex=ipex)
+    result = port_source(
+        source, to, filename=path.name, ipex=ipex, torch_version=torch_version, system=system
+    )
     if write and result.code != source:
         backup = path.with_name(path.name + ".orig")
         if backup.exists():
@@ -405,5 +471,11 @@ def port_file(
     return result
 
 
-__all__ = ["ACCELERATOR_NAMES", "PortResult", "TARGETS", "XPU_SAME_NAME",
-           "port_file", "port_source"]  # fmt: skip
+def port_names() -> list[str]:
+    """Every module attribute the port may write (checked against torch by the tests)."""
+    return written_names(XPU_SAME_NAME, ACCELERATOR_NAMES, AMP_CALLS, AGNOSTIC_PRELUDE,
+                         AGNOSTIC_BACKEND)  # fmt: skip
+
+
+__all__ = ["ACCELERATOR_NAMES", "ADDED_IN", "PortResult", "TARGETS", "XPU_SAME_NAME",
+           "port_file", "port_names", "port_source"]  # fmt: skip

@@ -13,6 +13,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ipex", action="store_true", help="add the optional IPEX import/optimize lines"
     )
+    p.add_argument(
+        "--torch",
+        metavar="VERSION",
+        help="the target's torch release (default: the oldest the --system record names, "
+        "else the oldest the kit supports); names it lacks get another spelling or are listed",
+    )
+    p.add_argument("--system", help="the site the code will run on (its record's oldest torch)")
     p.add_argument("--write", action="store_true", help="rewrite FILE, keeping FILE.orig")
     p.set_defaults(func=_run)
 
@@ -20,7 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from hpcprof_kit.porting import port_file
 
-    result = port_file(args.file, args.to, write=args.write, ipex=args.ipex)
+    result = port_file(
+        args.file,
+        args.to,
+        write=args.write,
+        ipex=args.ipex,
+        torch_version=args.torch,
+        system=args.system,
+    )
     sys.stdout.write(result.diff())
     print(result.report(), file=sys.stderr)
     if args.write and result.code != result.original:
