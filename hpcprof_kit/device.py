@@ -281,8 +281,28 @@ def _import_ipex():
     return ipex, None
 
 
-def optimize(model, optimizer, device: str | None = None):
-    """(model, optimizer, note): IPEX's ``optimize`` when it imports and works on XPU, else unchanged.
+def _what_ipex_did(model, new_model, new_opt) -> str:
+    """What ``ipex.optimize`` changed, in words: the model copied or not, modules replaced, and
+    whether the optimizer's step is now IPEX's own (its fused step)."""
+    before = {name: type(m) for name, m in model.named_modules()}
+    replaced = sum(1 for name, m in new_model.named_modules() if before.get(name) is not type(m))
+    step = getattr(new_opt, "step", None)
+    owner = getattr(step, "__module__", "") or ""
+    return "; ".join(
+        [
+            "the model in place" if new_model is model else "a copy of the model",
+            f"{replaced} of {len(before)} modules replaced",
+            f"the optimizer's step is IPEX's {step.__name__}"
+            if owner.startswith("intel_extension_for_pytorch")
+            else "the optimizer's step unchanged",
+        ]
+    )
+
+
+def optimize(model, optimizer, device: str | None = None, *, on_cpu: bool = False):
+    """(model, optimizer, note): IPEX's ``optimize`` when it imports and works on XPU (and, with
+    ``on_cpu=True``, on the CPU: IPEX's CPU build optimizes there too), else unchanged. The note
+    says which path was taken and what IPEX changed.
 
     >>> import torch
     >>> m = torch.nn.Linear(2, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)
@@ -291,24 +311,22 @@ def optimize(model, optimizer, device: str | None = None):
     (True, 'stock PyTorch on cpu: IPEX is only used on XPU')
     """
     kind = detect(device)
-    if kind != "xpu":
+    if kind != "xpu" and not (on_cpu and kind == "cpu"):
         return model, optimizer, f"stock PyTorch on {kind}: IPEX is only used on XPU"
+    stock = "stock torch.xpu" if kind == "xpu" else "stock PyTorch on cpu"
     ipex, reason = _import_ipex()
     if ipex is None:
-        return model, optimizer, f"stock torch.xpu: {reason}"
+        return model, optimizer, f"{stock}: {reason}"
     try:
         new_model, new_opt = ipex.optimize(model, optimizer=optimizer)
     except Exception as exc:  # IPEX present but unusable with this torch/device
-        return (
-            model,
-            optimizer,
-            f"stock torch.xpu: ipex.optimize failed ({type(exc).__name__}: {exc})",
-        )
+        return model, optimizer, f"{stock}: ipex.optimize failed ({type(exc).__name__}: {exc})"
     version = getattr(ipex, "__version__", "?")
+    what = _what_ipex_did(model, new_model, new_opt)
     return (
         new_model,
         new_opt,
-        f"intel-extension-for-pytorch {version}: ipex.optimize applied on xpu",
+        f"intel-extension-for-pytorch {version}: ipex.optimize applied on {kind} ({what})",
     )
 
 

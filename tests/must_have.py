@@ -13,15 +13,17 @@ import os
 import pytest
 
 REQUIRE_ALL_VAR = "HPCPROF_REQUIRE_ALL"
+# The real intel-extension-for-pytorch: only CI's site-torch leg has it (and sets this).
+REQUIRE_IPEX_VAR = "HPCPROF_REQUIRE_IPEX"
 
 
-def required() -> bool:
+def required(var: str = REQUIRE_ALL_VAR) -> bool:
     """True when every component must be present (CI)."""
-    return os.environ.get(REQUIRE_ALL_VAR, "") not in ("", "0")
+    return os.environ.get(var, "") not in ("", "0")
 
 
-def missing(reason: str) -> None:
-    """Skip with ``reason``; fail instead when :func:`required`."""
-    if required():
-        pytest.fail(f"{reason} ({REQUIRE_ALL_VAR}=1: a missing component is a failure)")
+def missing(reason: str, var: str = REQUIRE_ALL_VAR) -> None:
+    """Skip with ``reason``; fail instead when :func:`required` (for ``var``)."""
+    if required(var):
+        pytest.fail(f"{reason} ({var}=1: a missing component is a failure)")
     pytest.skip(reason)

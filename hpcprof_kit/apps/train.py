@@ -97,7 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="synchronize the device after forward, backward and the optimizer (per-phase times "
         "then include the device's work, and the trace loses its asynchronous launches)",
     )  # fmt: skip
-    p.add_argument("--ipex", action="store_true", help="try intel-extension-for-pytorch on XPU")
+    p.add_argument(
+        "--ipex",
+        action="store_true",
+        help="try intel-extension-for-pytorch's optimize (XPU; on the CPU with its CPU build)",
+    )
     add_common_args(p)
     p.set_defaults(seed=None)  # 42, or the example's 0 with --alcf-sizes
     add_profiling_args(p)
@@ -217,7 +221,7 @@ def _train(argv: list[str] | None) -> int:
         lr = BASE_LR * info.world_size
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         if args.ipex:
-            model, optimizer, note = devmod.optimize(model, optimizer, dev.type)
+            model, optimizer, note = devmod.optimize(model, optimizer, dev.type, on_cpu=True)
             if info.rank == 0:
                 flush_print(f"optimize: {note}")
         model = DDP(model, device_ids=[dev.index] if dev.type in ("cuda", "xpu") else None)
