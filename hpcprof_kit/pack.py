@@ -26,7 +26,6 @@ from typing import Any
 from hpcprof_kit.errors import SpecError
 
 PACK_FILE = "pack.json"
-TRACERS = {"aurora": "unitrace", "polaris": "nsys"}
 # what makes a pack run stand in for an attendee's: the same example, arguments and layout
 MATCH = ("example", "command", "args", "nodes", "ranks_per_node", "profile", "tracer")
 
@@ -48,7 +47,7 @@ def reference_sweeps(system: str) -> list[tuple[str, Any, dict[str, list], str]]
          f"sequence parallel timing over dtypes and {' and '.join(map(str, nodes))} node(s) "
          "(notebook 08)"),
     ]  # fmt: skip
-    tracer = TRACERS.get(record.name)
+    tracer = record.extra.get("pack_tracer")  # the record names one where the site has it
     if tracer:
         out.append(
             ("tracer", JobSpec.for_workshop(system=system, example="train", tracer=tracer), {"nodes": [1]},

@@ -1,5 +1,6 @@
-"""Binding plans by name: the presets of each system (data in ``presets/<system>.toml``), the
-generator that derives a good plan from the node, and any list a user writes.
+"""Binding plans by name: the presets of each system (the ``[bindings.NAME]`` tables of its
+record, ``hpcprof_kit/systems/<system>.toml``), the generator that derives a good plan from the
+node, and any list a user writes.
 
 >>> from hpcprof_kit.affinity import plan_for
 >>> plan_for("aurora", 12).cpu_bind
@@ -12,8 +13,7 @@ generator that derives a good plan from the node, and any list a user writes.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import copy
 from typing import Any
 
 from hpcprof_kit.affinity.checks import Finding, check_ranks
@@ -23,25 +23,16 @@ from hpcprof_kit.affinity.topology import NodeTopology, node_topology
 from hpcprof_kit.errors import BindingError
 from hpcprof_kit.systems import System, load_system
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-_HERE = Path(__file__).resolve().parent / "presets"
 GENERATED = ("auto", "generated")
 # Backends whose communication library runs progress threads that want cores of their own.
 _CCL_BACKENDS = ("xccl", "ccl")
 
 
 def load_presets(system: str | System) -> dict[str, dict[str, Any]]:
-    """The presets of a system as read from its data file (empty when it has none)."""
-    name = system if isinstance(system, str) else system.name
-    path = _HERE / f"{name}.toml"
-    if not path.is_file():
-        return {}
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    """The presets of a system: the ``[bindings.NAME]`` tables of its record (empty when it
+    has none), wherever the record lives (the kit's or ``$HPCPROF_SYSTEMS_DIR``)."""
+    record = load_system(system) if isinstance(system, str) else system
+    return copy.deepcopy(record.extra.get("bindings", {}))
 
 
 def preset_table(system: str | System) -> list[dict[str, Any]]:

@@ -16,6 +16,16 @@ from hpcprof_kit import __version__
 from hpcprof_kit.errors import KitError
 
 
+def system_help(default: str | None = None) -> str:
+    """The help of a ``--system`` flag: the records found now (the kit's and
+    ``$HPCPROF_SYSTEMS_DIR``), so a new site's data file shows up without a code change."""
+    from hpcprof_kit.systems import system_names
+
+    names = system_names()
+    listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+    return f"{listed} (a system record){f'; default {default}' if default else ''}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hpcprof-kit",

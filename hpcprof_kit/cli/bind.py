@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from hpcprof_kit.cli import system_help
+
 
 def register(subparsers) -> None:
     """Add ``bind check``, ``bind plan`` and ``bind presets``."""
@@ -23,7 +25,7 @@ def register(subparsers) -> None:
     sub = bind.add_subparsers(dest="bind_command", metavar="ACTION", required=True)
 
     check = sub.add_parser("check", help="check a --cpu-bind list against a system's node")
-    check.add_argument("--system", required=True, help="aurora, polaris, slurm or local")
+    check.add_argument("--system", required=True, help=system_help())
     check.add_argument("--cpu-bind", required=True, help="list:4-7:8-11, depth:8, user:1,0, ...")
     check.add_argument("--ranks-per-node", type=int, default=None)
     check.add_argument("--workers", type=int, default=0, help="DataLoader workers per rank")

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from hpcprof_kit.cli import system_help
 from hpcprof_kit.errors import KitWarning, SpecError, SubmitError
 
 # JobSpec fields the flags set; a flag not given leaves the field alone (its default, or --spec's).
@@ -33,7 +34,7 @@ STDERR_LINES = 8  # how much of a failed run's stderr status shows
 def _spec_options(p: argparse.ArgumentParser) -> None:
     unset = argparse.SUPPRESS  # absent from args unless given: --spec's values stay
     p.add_argument("--spec", metavar="FILE", help="start from a spec.json (or a run directory's)")
-    p.add_argument("--system", default=unset, help="aurora, polaris, slurm or local (default)")
+    p.add_argument("--system", default=unset, help=system_help("local"))
     p.add_argument("--example", default=unset, help="train (default), seqpar, affinity or analyze")
     p.add_argument("--nodes", type=int, default=unset, help="default 1")
     p.add_argument("--ranks-per-node", type=int, default=unset, help="default 2")

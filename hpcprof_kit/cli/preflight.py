@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from hpcprof_kit.cli import system_help
+
 
 def cmd_preflight(args: argparse.Namespace) -> int:
     from hpcprof_kit import preflight
@@ -20,7 +22,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preflight", help="check a site's modules, kit, tracers and queue as a "
                        "batch job sees them (run on the login node)")  # fmt: skip
-    p.add_argument("--system", required=True, help="aurora or polaris (any system record)")
+    p.add_argument("--system", required=True, help=system_help())
     p.add_argument("--venv", help="the environment jobs activate (default: the one running)")
     p.add_argument("--queue", help="the queue or reservation the class uses")
     p.add_argument("--account", help="the project jobs are charged to")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hpcprof_kit.cli import system_help
+
 
 def cmd_init(args: argparse.Namespace) -> int:
     from hpcprof_kit import workshop
@@ -72,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("workshop", help="the class's settings file (workshop.toml)")
     inner = p.add_subparsers(dest="workshop_command", metavar="ACTION")
     q = inner.add_parser("init", help="write workshop.toml for a class")
-    q.add_argument("--system", required=True, help="aurora, polaris, slurm or local")
+    q.add_argument("--system", required=True, help=system_help())
     q.add_argument("--project", help="the allocation jobs are charged to (-A)")
     q.add_argument("--queue", help="the reservation's queue (e.g. R123456) or a queue")
     q.add_argument("--reservation-nodes", type=int, help="nodes the reservation holds")

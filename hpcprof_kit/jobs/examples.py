@@ -52,16 +52,6 @@ VARIANTS: dict[str, dict[str, object]] = {
     "affinity": {"example": "affinity"},
 }
 
-# Ready scripts of one system only: ALCF's sequence-parallel hands-on on Polaris, nsys on every
-# rank of the sequence-parallel app, recording only steps 3-4 (a capture range).
-SYSTEM_VARIANTS: dict[str, dict[str, dict[str, object]]] = {
-    "polaris": {
-        "seqpar-nsys": {
-            "example": "seqpar", "tracer": "nsys", "trace_all": True, "capture_steps": "3-4",
-        },
-    },
-}  # fmt: skip
-
-# The systems that get a folder in jobs/, and the placeholder account their scripts carry.
-JOBS_SYSTEMS: tuple[str, ...] = ("aurora", "polaris", "slurm", "local")
+# Ready scripts of one system only are its record's [ready_scripts.NAME] tables (JobSpec
+# fields). Every system record gets a folder in jobs/; the placeholder account they carry:
 PLACEHOLDER_ACCOUNT = "YOUR_PROJECT"

@@ -23,7 +23,8 @@ from hpcprof_kit.jobs.environment import activation_lines
 from hpcprof_kit.jobs.queues import QueueLimits
 from hpcprof_kit.systems import System
 from hpcprof_kit.systems.modules import module_for
-from hpcprof_kit.tracers import describe_traced_ranks, wrapper_script
+from hpcprof_kit.tracer_ranks import describe_traced_ranks
+from hpcprof_kit.tracers import wrapper_script
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where each scheduler starts the job, used when the kit did not set HPCPROF_RUN_DIR.
@@ -59,8 +60,7 @@ def _hydra(at: Layout, args: list[str]) -> list[str]:
 
 def _srun(at: Layout, args: list[str]) -> list[str]:
     return [
-        "srun", "-N", str(at.nodes), "--ntasks-per-node", str(at.ranks_per_node),
-        "--mpi=pmi2", *args,
+        "srun", "-N", str(at.nodes), "--ntasks-per-node", str(at.ranks_per_node), *args,
     ]  # fmt: skip
 
 

@@ -33,8 +33,6 @@ CONFIG = "twin.json"
 LOG = "log.jsonl"
 # Stand-in programs on the twin's default PATH (login and compute nodes alike).
 CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "mpiexec")
-# Host names the twin gives its nodes (all of them are this machine), per system.
-NODE_NAMES = {"aurora": "x4102c5s{}b0n0", "polaris": "x3005c0s{}b0n0"}
 DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
 
 
@@ -48,7 +46,10 @@ class Twin:
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> Twin:
         root = Path(root)
-        return cls(root, json.loads((root / CONFIG).read_text()))
+        config = json.loads((root / CONFIG).read_text())
+        if config.get("systems_dir"):  # the stand-ins read the record the twin was built from
+            os.environ.setdefault("HPCPROF_SYSTEMS_DIR", config["systems_dir"])
+        return cls(root, config)
 
     # ---- places ------------------------------------------------------------------------
     @property
@@ -119,6 +120,8 @@ class Twin:
             "KINETO_LOG_LEVEL": "6",
             "HPCPROF_SYSTEM": self.config["system"],
         }
+        if self.config.get("systems_dir"):  # a site described by a record of its own
+            env["HPCPROF_SYSTEMS_DIR"] = self.config["systems_dir"]
         env.update(extra)
         return env
 
@@ -214,9 +217,10 @@ def build(
     _python_env(kit_venv, with_kit=True)
     python_module = next((m.name for m in site_modules(system) if "python" in m.provides), "")
     (kit_venv / "hpcprof-site-module").write_text(python_module + "\n")  # as site_venv writes
-    pattern = NODE_NAMES.get(system.name, system.name + "-node{}")
+    pattern = str(system.extra.get("node_names") or system.name + "-node{}")
     config = {
         "system": system.name,
+        "systems_dir": os.environ.get("HPCPROF_SYSTEMS_DIR", ""),
         "root": str(root),
         "user": _user(),
         "kit_python": sys.executable,
