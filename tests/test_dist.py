@@ -170,8 +170,12 @@ def test_unknown_backend_names_the_known_ones():
 
 
 def test_backend_not_built_here_points_at_is_backend_available():
-    with pytest.raises(DistError, match=r"is_backend_available\('nccl'\) is False"):
-        choose_backend("cpu", "nccl")
+    import torch.distributed as tdist
+
+    # torch says which it lacks: the CPU wheel has no nccl, PyPI's CUDA wheel (torch 2.8) no xccl
+    absent = next(b for b in ("nccl", "xccl", "mpi") if not tdist.is_backend_available(b))
+    with pytest.raises(DistError, match=rf"is_backend_available\('{absent}'\) is False"):
+        choose_backend("cpu", absent)
 
 
 def test_xpu_without_xccl_or_oneccl_says_what_to_load():
