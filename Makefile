@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 KIT    := $(VENV)/bin/hpcprof-kit
 EXTRAS ?= local,lab,test
 
-.PHONY: env lock demo test lint lab bench render validate clean-env
+.PHONY: env lock demo test test-site-torch lint lab bench render validate clean-env
 
 env: $(VENV)/.ready
 
@@ -28,6 +28,11 @@ test: env
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider tests
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider --doctest-modules hpcprof_kit
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(NBVAL) notebooks
+
+# CI's second leg: the sites' oldest stack (Python 3.10, torch 2.8.0, the real IPEX 2.8.0 for the
+# CPU) in its own .venv-site; the demo and the torch-dependent test files there.
+test-site-torch:
+	bash env/site_torch/run_leg.sh
 
 lint: env
 	$(VENV)/bin/ruff check .
