@@ -119,7 +119,7 @@ def write_run(folder: Path, ranks: int, mb: float, backend: str = "nccl") -> lis
 
 def analyses(df, other) -> dict:
     """Name -> a call of each analysis on the table ``df`` (``other`` is the second run)."""
-    from hpcprof_kit.traces import analyses as A
+    from hpcprof_kit import traces as A
 
     op = str(df.loc[df["cat"] == "cpu_op", "name"].iloc[0])
     calls = {

@@ -1,10 +1,11 @@
 """Backend choice, process-group init and teardown, for the ranks a launcher started; the
 rendezvous itself is :mod:`hpcprof_kit.rendezvous`.
 
-Who each process is comes from :mod:`hpcprof_kit.ranks` (re-exported here:
-``hpcprof_kit.dist.ranks_from_env``); :func:`distributed` turns it into an initialised process
-group and tears it down again, or joins the group a script already made and leaves it up.
+Who each process is comes from :mod:`hpcprof_kit.ranks` (``ranks_from_env``); :func:`distributed`
+turns it into an initialised process group and tears it down again, or joins the group a script
+already made and leaves it up.
 
+>>> from hpcprof_kit.ranks import ranks_from_env
 >>> info = ranks_from_env({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1",
 ...                        "MPI_LOCALNRANKS": "2"})
 >>> (info.rank, info.local_rank, info.world_size, info.nodes, info.source)
@@ -22,24 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcprof_kit.errors import DistError
-from hpcprof_kit.ranks import (  # noqa: F401  (re-exported: the documented dist contract)
-    LOCAL_RANK_VARS,
-    LOCAL_SIZE_VARS,
-    NODE_COUNT_VARS,
-    RANK_VARS,
-    WORLD_SIZE_VARS,
-    RankInfo,
-    ranks_from_env,
-)
-from hpcprof_kit.rendezvous import (  # noqa: F401  (re-exported: dist's documented names)
-    NAME_FIX,
-    _rendezvous,
-    candidate_name,
-    check_reachable,
-    connect_store,
-    free_port,
-    publish_address,
-)
+from hpcprof_kit.ranks import ranks_from_env
+from hpcprof_kit.rendezvous import _rendezvous, connect_store
 
 # Backend by device type; "ccl" is the oneCCL-bindings fallback on older XPU stacks.
 BACKEND_FOR_DEVICE: dict[str, str] = {"xpu": "xccl", "cuda": "nccl", "mps": "gloo", "cpu": "gloo"}
@@ -282,7 +267,6 @@ def _settle(tdist: Any) -> None:
 
 
 __all__ = [
-    "BACKEND_FOR_DEVICE", "DistInfo", "RankInfo", "candidate_name", "check_reachable",
-    "choose_backend", "connect_store", "distributed", "free_port", "join_group", "parse_banners",
-    "publish_address", "ranks_from_env",
+    "BACKEND_FOR_DEVICE", "DistInfo", "choose_backend", "distributed", "join_group",
+    "parse_banners",
 ]  # fmt: skip

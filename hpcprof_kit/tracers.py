@@ -20,11 +20,10 @@ import shlex
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.ranks import LOCAL_RANK_VARS, RANK_VARS
 from hpcprof_kit.systems import System, load_system
-from hpcprof_kit.tracer_ranks import check_rank_selection, describe_traced_ranks, traced_ranks
+from hpcprof_kit.tracer_ranks import check_rank_selection, describe_traced_ranks
 
 __all__ = [
-    "FLAG_SETS", "TRACERS", "check_rank_selection", "check_tracer_options",
-    "describe_traced_ranks", "flag_set_names", "traced_ranks", "unfiltered_ncu_warning",
+    "FLAG_SETS", "TRACERS", "check_tracer_options", "flag_set_names", "unfiltered_ncu_warning",
     "warn_unfiltered_ncu", "wrapper_launch_line", "wrapper_script",
 ]  # fmt: skip
 

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from hpcprof_kit import traces
-from hpcprof_kit.traces import analyses as A
+from hpcprof_kit import traces as A
 from hpcprof_kit.traces.ops import _thread_codes
 
 from must_have import missing

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit import traces
+from hpcprof_kit import traces as A
 from hpcprof_kit.cli import main
-from hpcprof_kit.traces import analyses as A
 
 RANK0 = "hta/cuda_rank0_of_128.json.gz"
 

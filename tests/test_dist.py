@@ -12,8 +12,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from hpcprof_kit.dist import RankInfo, choose_backend, distributed, ranks_from_env
+from hpcprof_kit.dist import choose_backend, distributed
 from hpcprof_kit.errors import DistError
+from hpcprof_kit.ranks import RankInfo, ranks_from_env
 
 # What each launcher really exports for rank 5 of 8, 4 ranks per node on 2 nodes.
 LAUNCHER_SETS = {
@@ -285,7 +286,7 @@ def _two_ranks() -> RankInfo:
 
 
 def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist, rendezvous
+    from hpcprof_kit import rendezvous
 
     # mpi4py from another MPI
     monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=1))
@@ -293,34 +294,34 @@ def test_world_size_that_disagrees_with_mpi_is_refused_standin_mpi(monkeypatch):
         DistError,
         match=r"launcher says world size 2 \(Hydra/PMI\) but MPI says 1.*mpi4py built against",
     ):
-        dist._rendezvous(_two_ranks(), "n0", "")
+        rendezvous._rendezvous(_two_ranks(), "n0", "")
 
 
 def test_srun_without_pmi_says_which_flag_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist, rendezvous
+    from hpcprof_kit import rendezvous
 
     monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=1))
     ranks = ranks_from_env(LAUNCHER_SETS["Slurm"], use_mpi=False)
     with pytest.raises(DistError, match=r"world size 8 \(Slurm\) but MPI says 1.*pass --mpi=pmi2"):
-        dist._rendezvous(ranks, "n0", "")
+        rendezvous._rendezvous(ranks, "n0", "")
 
 
 def test_mpi_that_cannot_broadcast_says_rebuild_mpi4py_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist, rendezvous
+    from hpcprof_kit import rendezvous
 
     monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=2, broken=True))
     with pytest.raises(
         DistError,
         match=r"MPI could not broadcast.*PMI_Barrier failed.*mpi4py must be built against the site MPI",
     ):
-        dist._rendezvous(_two_ranks(), "n0", "")
+        rendezvous._rendezvous(_two_ranks(), "n0", "")
 
 
 def test_rendezvous_adds_the_high_speed_network_suffix_standin_mpi(monkeypatch):
-    from hpcprof_kit import dist, rendezvous
+    from hpcprof_kit import rendezvous
 
     monkeypatch.setattr(rendezvous, "_mpi_comm", lambda: _StandinComm(size=2))
-    addr, port, nodes = dist._rendezvous(
+    addr, port, nodes = rendezvous._rendezvous(
         _two_ranks(), "x4102c5s0b0n0", ".hsn.cm.aurora.alcf.anl.gov"
     )
     assert addr == "x4102c5s0b0n0.hsn.cm.aurora.alcf.anl.gov" and int(port) > 0 and nodes == 1

@@ -14,15 +14,10 @@ import textwrap
 import pytest
 
 from hpcprof_kit import dist, rendezvous
-from hpcprof_kit.dist import (
-    candidate_name,
-    check_reachable,
-    distributed,
-    free_port,
-    publish_address,
-    ranks_from_env,
-)
+from hpcprof_kit.dist import distributed
 from hpcprof_kit.errors import DistError
+from hpcprof_kit.ranks import ranks_from_env
+from hpcprof_kit.rendezvous import candidate_name, check_reachable, free_port, publish_address
 
 from launch import run_ok
 

@@ -9,7 +9,7 @@ import pytest
 
 from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.nsight import COLUMNS, read_stats, report_for
-from hpcprof_kit.nsight.plots import plot_top_kernels, top_kernels
+from hpcprof_kit.nsight.plots import plot_top_kernels, top_rows
 from hpcprof_kit.nsight.stats import by_name
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsight"
@@ -105,7 +105,7 @@ def test_top_kernels_sum_ranks_and_plot_bars(tmp_path):
 
     one = load("cuda_gpu_kern_sum_2024", "cuda_gpu_kern_sum")
     table = pd.concat([one.assign(rank=0), one.assign(rank=1)], ignore_index=True)
-    top = top_kernels(table, top=2)
+    top = top_rows(table, top=2)
     assert top["name"].tolist() == [GEMM, NCCL]
     assert top["total_ns"].tolist() == [280000000, 100000000]
     plot = plot_top_kernels(table, top=2, rank=1)

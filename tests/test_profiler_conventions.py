@@ -22,14 +22,13 @@ def _run(prof, steps: int) -> None:
 
 def test_the_helpers_are_importable_where_users_look():
     from hpcprof_kit import profiling
-    from hpcprof_kit.jobs.progress import report_progress as jobs_report_progress
-    from hpcprof_kit.profiling import capture, record_function, report_progress, trace_func
+    from hpcprof_kit.profiling import capture, record_function, trace_func
 
     assert callable(capture) and capture.__name__ == "capture"  # the function, not a module
     assert capture.__module__ == "hpcprof_kit.profiling.ranges"
     assert record_function.__name__ == "record_function" and trace_func.__name__ == "trace_func"
-    assert report_progress is jobs_report_progress
-    assert {"capture", "record_function", "trace_func", "report_progress"} <= set(profiling.__all__)
+    assert {"capture", "record_function", "trace_func"} <= set(profiling.__all__)
+    assert not hasattr(profiling, "report_progress")  # one home: hpcprof_kit.jobs.progress
 
 
 def test_torch_schedule_and_profiler_activity_are_accepted(tmp_path):

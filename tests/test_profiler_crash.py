@@ -11,7 +11,7 @@ from hpcprof_kit import traces
 # steps 2-3 with trace writing at step 4; rank 1 dies in step 3, mid-recording.
 SCRIPT = """
 import os, sys, torch
-from hpcprof_kit.dist import ranks_from_env
+from hpcprof_kit.ranks import ranks_from_env
 from hpcprof_kit.profiling import make_profiler
 info = ranks_from_env()
 prof = make_profiler({"wait": 1, "warmup": 1, "active": 2, "repeat": 1},

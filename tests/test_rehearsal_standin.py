@@ -14,7 +14,7 @@ from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.jobs.catalog import catalog_specs
 from hpcprof_kit.rehearsal import PREFIX, rehearse
 from hpcprof_kit.rehearsal.pals import LaunchRefused, parse_args
-from hpcprof_kit.tracers import traced_ranks
+from hpcprof_kit.tracer_ranks import traced_ranks
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal"

@@ -15,7 +15,8 @@ from hpcprof_kit.cli import main
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.ranks import LOCAL_RANK_VARS, RANK_VARS
-from hpcprof_kit.tracers import describe_traced_ranks, traced_ranks, wrapper_script
+from hpcprof_kit.tracer_ranks import describe_traced_ranks, traced_ranks
+from hpcprof_kit.tracers import wrapper_script
 
 STANDIN = Path(__file__).parent / "standin"
 AURORA_4x12 = ["--system", "aurora", "--nodes", "4", "--ranks-per-node", "12",

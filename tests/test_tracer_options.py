@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs import JobSpec, submit
-from hpcprof_kit.tracers import FLAG_SETS, TRACERS, flag_set_names, traced_ranks
+from hpcprof_kit.tracer_ranks import traced_ranks
+from hpcprof_kit.tracers import FLAG_SETS, TRACERS, flag_set_names
 
 POLARIS = {"system": "polaris", "account": "P", "ranks_per_node": 4}
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.tracers import traced_ranks, wrapper_script
+from hpcprof_kit.tracer_ranks import traced_ranks
+from hpcprof_kit.tracers import wrapper_script
 
 GOLDEN = Path(__file__).parent / "golden" / "tracers"
 STANDIN = Path(__file__).parent / "standin"

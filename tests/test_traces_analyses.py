@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_traces_analyses_tables import table
 
+from hpcprof_kit import traces as A
 from hpcprof_kit.errors import SpecError, TraceFormatError
-from hpcprof_kit.traces import analyses as A
 from hpcprof_kit.traces import intervals as iv
 
 PART_COLS = [f"{p}_ns" for p in A.PARTS]

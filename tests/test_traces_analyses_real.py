@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from hpcprof_kit import traces
-from hpcprof_kit.traces import analyses as A
+from hpcprof_kit import traces as A
 
 from launch import run_ok
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_traces_analyses import CPU_STEP, DEVICE_STEP
 from test_traces_analyses_tables import table
 
+from hpcprof_kit import traces as A
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces import analyses as A
 from hpcprof_kit.traces import plots as P
 
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="print the CPUs and device each rank got")
     parser.add_argument("--torch", action="store_true", help="ask torch for the device")
     args = parser.parse_args(argv)
-    from hpcprof_kit.dist import ranks_from_env
+    from hpcprof_kit.ranks import ranks_from_env
 
     info = ranks_from_env()
     cpus = sorted(os.sched_getaffinity(0))

@@ -28,7 +28,7 @@ def check_rank(rank: int | None, local_rank: int | None) -> bool:
     Not yet. Hint: Under Slurm, Hydra gives every rank SLURM_PROCID=0; the PMI variables come first.
     False
     """
-    from hpcprof_kit.dist import ranks_from_env
+    from hpcprof_kit.ranks import ranks_from_env
 
     info = ranks_from_env(PUZZLE_ENV, use_mpi=False)
     return feedback(

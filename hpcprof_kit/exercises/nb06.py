@@ -61,7 +61,7 @@ def check_traced_ranks(answer: list[int] | None) -> bool:
     Not yet. Hint: local rank 0 is the first rank of each node (ranks fill nodes in order); then apply the cutoff.
     False
     """
-    from hpcprof_kit.tracers import traced_ranks
+    from hpcprof_kit.tracer_ranks import traced_ranks
 
     right = traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
     return feedback(

@@ -30,7 +30,8 @@ from hpcprof_kit.jobs.resolved import (
     resolve_tracing,
 )
 from hpcprof_kit.systems import System, load_system
-from hpcprof_kit.tracers import check_rank_selection, check_tracer_options
+from hpcprof_kit.tracer_ranks import check_rank_selection
+from hpcprof_kit.tracers import check_tracer_options
 
 __all__ = ["JobSpec", "ResolvedJob", "absolute_paths", "script_label", "walltime_seconds"]
 

@@ -19,8 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 
-def top_kernels(table: pd.DataFrame, top: int = 10, rank: int | None = None) -> pd.DataFrame:
-    """The ``top`` rows by total time (one rank's, or summed over ranks when ``rank`` is None)."""
+def top_rows(table: pd.DataFrame, top: int = 10, rank: int | None = None) -> pd.DataFrame:
+    """The ``top`` rows of an nsys stats summary by total time (one rank's, or summed over ranks
+    when ``rank`` is None); ties by name. ``traces.top_kernels`` is the same for a trace."""
     if table.empty:
         raise SpecError(
             "the summary has no rows: the report holds no data of this kind (a CPU-only run "
@@ -38,7 +39,8 @@ def top_kernels(table: pd.DataFrame, top: int = 10, rank: int | None = None) -> 
             data = table.groupby("name", as_index=False)[["calls", "total_ns"]].sum()
             data["share"] = data["total_ns"] / data["total_ns"].sum()
     columns = [c for c in ("name", "calls", "total_ns", "avg_ns", "share") if c in data.columns]
-    return data.sort_values("total_ns", ascending=False)[columns].head(top).reset_index(drop=True)
+    ordered = data.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    return ordered[columns].head(top).reset_index(drop=True)
 
 
 def _short(name: str, width: int = 48) -> str:
@@ -50,7 +52,7 @@ def plot_top_kernels(
 ) -> Plot:
     """Horizontal bars of total time (ms) for the heaviest rows of a summary, share written on
     each bar. Works for any summary (kernels, API calls, OS runtime, NVTX ranges)."""
-    data = top_kernels(table, top=top, rank=rank)
+    data = top_rows(table, top=top, rank=rank)
     fig = new_figure(8, 0.4 * len(data) + 1.2)
     ax = fig.add_subplot()
     ms = data["total_ns"] / 1e6

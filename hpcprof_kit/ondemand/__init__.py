@@ -34,7 +34,7 @@ def install(
     """
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from hpcprof_kit.dist import ranks_from_env
+    from hpcprof_kit.ranks import ranks_from_env
 
     folder = Path(run_dir) if run_dir is not None else current_run_dir()
     if folder is None:

@@ -7,18 +7,16 @@ code in the trace.
 
 What a training script needs, in one import:
 
->>> from hpcprof_kit.profiling import (capture, make_profiler, record_function,
-...                                    report_progress, trace_func)
+>>> from hpcprof_kit.profiling import capture, make_profiler, record_function, trace_func
 >>> from hpcprof_kit.profiling import schedule_steps
 >>> [r["state"] for r in schedule_steps(wait=1, warmup=1, active=2, steps=4)]
 ['idle', 'warmup', 'record', 'record_and_save']
 
+A job's progress bar is fed by ``hpcprof_kit.jobs.progress.report_progress`` (the jobs read it).
 Everything here imports torch only when a profiler is actually built.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from hpcprof_kit.profiling.args import add_profiler_args, profiler_from_args, schedule_from_args
 from hpcprof_kit.profiling.factory import (
@@ -43,21 +41,11 @@ from hpcprof_kit.profiling.schedule import (
 )
 from hpcprof_kit.profiling.select import parse_activities, parse_ranks, rank_is_selected
 
-
-def __getattr__(name: str) -> Any:
-    # report_progress lives with the jobs that read it; imported on first use, not with this package
-    if name == "report_progress":
-        from hpcprof_kit.jobs.progress import report_progress
-
-        return report_progress
-    raise AttributeError(f"module 'hpcprof_kit.profiling' has no attribute {name!r}")
-
-
 __all__ = [
     "SORT_KEYS", "STATES", "NoProfiler", "RankProfiler", "Schedule",
     "add_profiler_args", "capture", "compile_note", "default_tables_dir", "default_trace_dir",
     "format_schedule", "make_profiler", "parse_activities", "parse_ranks", "plot_schedule",
     "profiler_from_args", "rank_is_selected", "record_function", "recorded_steps",
-    "report_progress", "schedule_from_args", "schedule_steps", "schedule_table", "table_sort_key",
+    "schedule_from_args", "schedule_steps", "schedule_table", "table_sort_key",
     "trace_func", "trace_name",
 ]  # fmt: skip

@@ -105,7 +105,6 @@ class _CaptureTraces:
     def new_profiler(cls):
         import torch.profiler
 
-        from hpcprof_kit.dist import ranks_from_env
         from hpcprof_kit.profiling.factory import (
             TraceWriter,
             default_tables_dir,
@@ -113,6 +112,7 @@ class _CaptureTraces:
             table_sort_key,
         )
         from hpcprof_kit.profiling.select import available_activities
+        from hpcprof_kit.ranks import ranks_from_env
 
         acts = available_activities()
         tdir = default_trace_dir()

@@ -17,7 +17,7 @@ ACTIVITY_NAMES = ("cpu", "cuda", "xpu")
 
 def local_rank_from_env(env: dict[str, str] | None = None) -> int:
     """This process's local rank, read by ``hpcprof_kit.dist`` from the launcher's variables."""
-    from hpcprof_kit.dist import ranks_from_env
+    from hpcprof_kit.ranks import ranks_from_env
 
     return ranks_from_env(env, use_mpi=False).local_rank
 

@@ -210,7 +210,7 @@ def _profiler_steps(path: Path) -> list[int] | None:
 def _outputs(
     twin: Twin, spec: JobSpec, outcome: dict, run_dir: Path | None, script_mode: bool
 ) -> Stage:
-    from hpcprof_kit.tracers import traced_ranks
+    from hpcprof_kit.tracer_ranks import traced_ranks
 
     if run_dir is None:
         return Stage("outputs", "fail", "no run directory")

@@ -4,7 +4,23 @@
 >>> df = traces.load("runs/demo_local_N1_R2_20260101-120000/traces")   # doctest: +SKIP
 >>> traces.step_breakdown(df)                 # doctest: +SKIP
 
-Names are imported lazily so ``import hpcprof_kit.traces`` stays light.
+The analyses each read only the trace table and return a DataFrame:
+
+- ``step_breakdown``: per rank and step, compute / hidden comm / exposed comm / memory / host /
+  idle, compute first (adds up to wall); ``step_spans``: each step's span per rank
+- ``top_ops``, ``top_kernels``: count, total, self, mean, max, share (``self_times``: the self
+  time of every slice)
+- ``user_ranges``: the same for your own ``record_function`` ranges
+- ``same_name``: every slice with one name, its summary and distribution
+- ``comm_overlap``: per rank, communication hidden behind compute and exposed
+- ``rank_steps``: step time per rank x step, straggler and spread
+- ``compare_runs``: two runs (eager vs compiled) per op and per step
+
+Names are imported lazily so ``import hpcprof_kit.traces`` stays light; this list is the one
+place they are named.
+
+>>> "step_breakdown" in __all__ and "PARTS" in __all__
+True
 """
 
 from __future__ import annotations
@@ -18,14 +34,17 @@ _EXPORTS = {
     "COMM_PATTERNS": "patterns",
     "classify_comm": "patterns",
     "merge_to_chrome": "merge",
-    "step_breakdown": "analyses",
-    "top_ops": "analyses",
-    "top_kernels": "analyses",
-    "user_ranges": "analyses",
-    "same_name": "analyses",
-    "comm_overlap": "analyses",
-    "rank_steps": "analyses",
-    "compare_runs": "analyses",
+    "PARTS": "breakdown",
+    "step_breakdown": "breakdown",
+    "step_spans": "breakdown",
+    "comm_overlap": "breakdown",
+    "rank_steps": "breakdown",
+    "top_ops": "ops",
+    "top_kernels": "ops",
+    "self_times": "ops",
+    "user_ranges": "ops",
+    "same_name": "ops",
+    "compare_runs": "compare",
     "plot_timeline": "plots",
     "plot_breakdown": "plots",
     "plot_rank_heatmap": "plots",

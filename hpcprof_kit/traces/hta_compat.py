@@ -1,7 +1,7 @@
 """HTA's temporal breakdown and comm/compute overlap, computed on the kit's trace table.
 
-The kit's own analyses (:func:`~hpcprof_kit.traces.analyses.step_breakdown`,
-:func:`~hpcprof_kit.traces.analyses.comm_overlap`) answer "where did each step go" with
+The kit's own analyses (:func:`~hpcprof_kit.traces.breakdown.step_breakdown`,
+:func:`~hpcprof_kit.traces.breakdown.comm_overlap`) answer "where did each step go" with
 their own window (the ``ProfilerStep`` spans) and their own classes (the ``track`` column).
 HolisticTraceAnalysis (HTA) 0.5.0 answers similar questions with other definitions. This
 module follows HTA's definitions exactly, so the two tools can be checked against each other

@@ -93,7 +93,7 @@ VALUE_LABELS = {
 
 
 def plot_rank_heatmap(data: pd.DataFrame, *, max_ranks: int = MAX_RANKS) -> Plot:
-    """Rank x step heatmap of :func:`~hpcprof_kit.traces.analyses.rank_steps` (by default the
+    """Rank x step heatmap of :func:`~hpcprof_kit.traces.breakdown.rank_steps` (by default the
     time each rank worked before it waited for communication); each step's straggler is
     framed, and a step whose slowest ranks tie frames none. The table is ``rank_steps``.
 

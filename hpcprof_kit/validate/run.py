@@ -16,9 +16,22 @@ from pathlib import Path
 
 from hpcprof_kit.errors import SpecError
 
-# The same nbval options as `make test`; the sanitize file is added when it exists.
+# The one list of nbval options (`make test` reads it through nbval_args);
+# the sanitize file beside the notebooks is added when it exists.
 NBVAL_ARGS = ("--nbval-lax", "--nbval-current-env")
 SANITIZE_FILE = "nbval_sanitize.cfg"
+
+
+def nbval_args(folder: str | os.PathLike[str]) -> list[str]:
+    """The nbval options for the notebooks in ``folder``.
+
+    >>> nbval_args("notebooks")[:2]
+    ['--nbval-lax', '--nbval-current-env']
+    """
+    sanitize = Path(folder) / SANITIZE_FILE
+    return [*NBVAL_ARGS, *(["--nbval-sanitize-with", str(sanitize)] if sanitize.is_file() else [])]
+
+
 DOCTOR_FIX = (
     "run `hpcprof-kit doctor` to see what is missing; the usual fix is "
     "`pip install -e '.[local,lab,test]'` in the kit's environment (or `make env`)"
@@ -161,12 +174,9 @@ def validate_notebook(
     ('passed', '')
     """
     path = Path(notebook).resolve()
-    sanitize = path.parent / SANITIZE_FILE
     with tempfile.TemporaryDirectory(prefix="hpcprof-validate-") as scratch:
         junit = Path(scratch) / "junit.xml"
-        cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-v", *NBVAL_ARGS]
-        if sanitize.is_file():
-            cmd += ["--nbval-sanitize-with", str(sanitize)]
+        cmd = [python, "-m", "pytest", "-p", "no:cacheprovider", "-v", *nbval_args(path.parent)]
         if cell_timeout is not None:
             cmd += ["--nbval-cell-timeout", str(int(cell_timeout))]
         cmd += [f"--junitxml={junit}", str(path)]
