@@ -256,8 +256,8 @@ def _same_findings(a: list[dict], b: list[dict]) -> None:
 
 @pytest.mark.parametrize("case", ["three", "sync", "short", "warmup", "clean"])
 def test_a_report_of_rank_summaries_finds_what_the_whole_table_finds(runs, case):
+    from hpcprof_kit.traces.at_scale.summary import combine, summarise_rank
     from hpcprof_kit.traces.run_report import report_from_summary
-    from hpcprof_kit.traces.summary import combine, summarise_rank
 
     whole = report(runs[case])
     summaries = [summarise_rank(traces.load(f)) for f in sorted(runs[case].glob("*.json"))]
@@ -272,8 +272,8 @@ def test_a_report_of_rank_summaries_finds_what_the_whole_table_finds(runs, case)
 
 
 def test_the_graph_breaks_of_a_compiled_run_survive_its_summary():
+    from hpcprof_kit.traces.at_scale.summary import summarise
     from hpcprof_kit.traces.run_report import report_from_summary
-    from hpcprof_kit.traces.summary import summarise
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

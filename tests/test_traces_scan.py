@@ -1,4 +1,4 @@
-"""The compiled trace scanner (``hpcprof_kit/traces/_scan.c``) gives exactly the table msgspec
+"""The compiled trace scanner (``hpcprof_kit/traces/at_scale/_scan.c``) gives exactly the table msgspec
 gives.
 
 Each slice the scanner reads in full must come out as the msgspec path reads it; a slice it
@@ -33,7 +33,7 @@ def test_the_compiled_scanner_is_built():
     # setup.py builds it at install; CI installs gcc. Without it every slice goes to msgspec,
     # correct but about 2.6x slower (benchmarks/bench_parse.py).
     assert stream._scan is not None, (
-        "hpcprof_kit/traces/_scan.c was not compiled: install a C compiler (gcc) and run "
+        "hpcprof_kit/traces/at_scale/_scan.c was not compiled: install a C compiler (gcc) and run "
         "'pip install -e .' again"
     )
 

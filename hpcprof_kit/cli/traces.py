@@ -156,8 +156,8 @@ def nothing_loaded(ranks: dict) -> str:
 
 def summary_table(df):
     """Per rank: kind, events, steps, and the breakdown parts summed over the steps (ms)."""
-    from hpcprof_kit.traces.analyses import step_breakdown
-    from hpcprof_kit.traces.summary import rank_table
+    from hpcprof_kit.traces import step_breakdown
+    from hpcprof_kit.traces.at_scale.summary import rank_table
 
     return rank_table(step_breakdown(df), df.groupby("rank").size())
 
@@ -178,7 +178,7 @@ def default_out(paths: list[str]) -> Path | None:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     if args.mpi:
-        from hpcprof_kit.traces.mpi_summary import run_summary
+        from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
 
         out = args.out or default_out(args.path)
         run = run_summary(args.path, out=out)
@@ -192,8 +192,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     df = _load(args.path)
     skipped = {r: m["skipped"] for r, m in df.attrs["ranks"].items() if m.get("skipped")}
     if args.out:
-        from hpcprof_kit.traces.summary import summarise
-        from hpcprof_kit.traces.summary_store import write_plots, write_tables
+        from hpcprof_kit.traces.at_scale.summary import summarise
+        from hpcprof_kit.traces.at_scale.summary_store import write_plots, write_tables
 
         run = summarise(df)
         write_tables(run, Path(args.out) / "tables")
@@ -223,7 +223,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.output:
         _refuse_existing(args.output, args.force)
     if args.mpi:
-        from hpcprof_kit.traces.mpi_summary import run_summary
+        from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
         from hpcprof_kit.traces.run_report import report_from_summary
 
         run = run_summary(args.path)
@@ -265,7 +265,7 @@ def print_findings(rep) -> None:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    from hpcprof_kit.traces.analyses import top_kernels, top_ops, user_ranges
+    from hpcprof_kit.traces import top_kernels, top_ops, user_ranges
 
     df = _load(args.path)
     if args.by == "range":

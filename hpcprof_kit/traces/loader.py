@@ -161,7 +161,7 @@ def _lookup(
 ) -> tuple[dict[int, Part], list[str | None]]:
     """Each file's cache key (None when not caching), and the parts whose cache copy is
     current, read here: a copy reads faster than a worker process starts."""
-    from . import cache as trace_cache
+    from .at_scale import cache as trace_cache
 
     keys = [trace_cache.cache_key(f, comm_patterns) if cache else None for f in files]
     found = {}
@@ -261,7 +261,7 @@ def _parse_and_store(
 ) -> tuple[Part, Path | None]:
     """Parse one file and keep a cache copy under ``key`` (None: no copy): the part, and
     where the copy lies."""
-    from . import cache as trace_cache
+    from .at_scale import cache as trace_cache
 
     part = _parse(path, comm_patterns)
     stored = trace_cache.write(path, key, part) if key is not None else None

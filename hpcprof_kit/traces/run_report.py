@@ -459,7 +459,7 @@ def memory(df: pd.DataFrame) -> Pane:
 
 
 def distributed(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame) -> Pane:
-    from hpcprof_kit.traces.summary import straggler_table
+    from hpcprof_kit.traces.at_scale.summary import straggler_table
 
     pane = Pane(PANE_TITLES["distributed"])
     if b.empty:
@@ -542,7 +542,7 @@ def collectives(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def report_from_summary(run, top: int = 20) -> Report:
-    """The report of a run from its per-rank summaries (:class:`~hpcprof_kit.traces.summary.
+    """The report of a run from its per-rank summaries (:class:`~hpcprof_kit.traces.at_scale.summary.
     RunSummary`, what ``hpcprof-kit traces report PATH --mpi`` gathers on MPI rank 0): the
     same findings with the same numbers as :func:`report` of the whole table (their evidence
     lacks what needs the events: the host ops during device idle, the sync calls by name),

@@ -43,7 +43,7 @@ from .events import (
 )
 
 try:  # the compiled scanner (setup.py): the plain slices in C; without it, all through msgspec
-    from . import _scan
+    from .at_scale import _scan
 except ImportError:  # pragma: no cover - an install without a C compiler
     _scan = None
 

@@ -8,10 +8,10 @@ run-level analysis shows. Every number is the one the analyses give on the whole
 (``rank_steps``, ``step_breakdown``, ``comm_overlap``, ``top_ops``, ``top_kernels``,
 ``same_name`` per rank), to the nanosecond, since each of them works rank by rank and the
 summaries keep integer nanoseconds. Summaries are stored as ``.npz`` files
-(:func:`hpcprof_kit.traces.summary_store.write_summary`, ``read_summary``).
+(:func:`hpcprof_kit.traces.at_scale.summary_store.write_summary`, ``read_summary``).
 
 >>> from hpcprof_kit import traces                                  # doctest: +SKIP
->>> from hpcprof_kit.traces.summary import summarise                # doctest: +SKIP
+>>> from hpcprof_kit.traces.at_scale.summary import summarise                # doctest: +SKIP
 >>> run = summarise(traces.load("runs/x/traces"))                   # doctest: +SKIP
 >>> run.stragglers.head()                                           # doctest: +SKIP
 """
@@ -219,7 +219,7 @@ def combine(
 
     ``failures`` (files that did not load: ``{"file", "reason"}``) are carried along.
 
-    >>> from hpcprof_kit.traces.summary_store import read_summary   # doctest: +SKIP
+    >>> from hpcprof_kit.traces.at_scale.summary_store import read_summary   # doctest: +SKIP
     >>> run = combine([read_summary(p) for p in sorted(Path("summaries").glob("*.npz"))])  # doctest: +SKIP
     >>> run.steps                                                   # doctest: +SKIP
     """

@@ -21,8 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from . import parts
-from .parts import Part
+from hpcprof_kit.traces import parts
+from hpcprof_kit.traces.parts import Part
 
 CACHE_DIR = ".hpcprof-cache"
 FORMAT_VERSION = "4"  # bump when the table or the parser changes meaning
@@ -37,7 +37,7 @@ def cache_key(path: str | os.PathLike[str], comm_patterns: Any) -> str:
     >>> cache_key(p, None) == cache_key(p, None) != cache_key(p, ["^x"])
     True
     """
-    from .patterns import COMM_PATTERNS
+    from hpcprof_kit.traces.patterns import COMM_PATTERNS
 
     p = Path(path)
     st = p.stat()

@@ -4,9 +4,9 @@ Under any launcher (``mpiexec``, ``srun``, ``mpiexec`` of PALS), rank 0 lists th
 and shares them out by size (largest first, each to the lightest MPI rank); a trace rank's
 cycle files (``<prefix>_cycle<k>-<rank>-of-<world>.json``) travel together. Each MPI rank
 loads one trace rank at a time with the kit's loader, keeps only its
-:class:`~hpcprof_kit.traces.summary.RankSummary` (and writes it as ``summaries/rank-<r>.npz``),
+:class:`~hpcprof_kit.traces.at_scale.summary.RankSummary` (and writes it as ``summaries/rank-<r>.npz``),
 so its memory is bounded by its largest file. The summaries are gathered to rank 0, which
-combines them (:func:`~hpcprof_kit.traces.summary.combine`) into the same tables the
+combines them (:func:`~hpcprof_kit.traces.at_scale.summary.combine`) into the same tables the
 one-process analyses give, and writes ``tables/*.csv`` and ``plots/*.png``.
 
 A file that fails to load is reported by name with the reason and the others complete
@@ -15,7 +15,7 @@ the analysis itself aborts the whole job (``MPI_Abort``) rather than leave rank 
 
     mpiexec -n 8 hpcprof-kit traces summary runs/train_aurora_N64_R12_.../ --mpi --out analysis/
 
->>> from hpcprof_kit.traces.mpi_summary import share
+>>> from hpcprof_kit.traces.at_scale.mpi_summary import share
 >>> share([30, 10, 20, 5], 2)
 [[0, 3], [2, 1]]
 """
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from hpcprof_kit.errors import KitError, SpecError, TraceFormatError
+from hpcprof_kit.traces.at_scale.summary import RankSummary, RunSummary, combine, summarise_rank
+from hpcprof_kit.traces.at_scale.summary_store import write_plots, write_summary, write_tables
 from hpcprof_kit.traces.naming import rank_from_file_name
-from hpcprof_kit.traces.summary import RankSummary, RunSummary, combine, summarise_rank
-from hpcprof_kit.traces.summary_store import write_plots, write_summary, write_tables
 
 # What a file that cannot be read raises from the loader: reported, the others go on.
 LOAD_ERRORS = (KitError, OSError, ValueError, EOFError)

@@ -4,7 +4,7 @@ No pickles: a summary file holds numpy arrays (text as unicode arrays), each tab
 names and dtypes, and the metadata as JSON, so it reads back to the same numbers and dtypes.
 ``summaries/rank-<r>.npz`` lie beside a run's tables.
 
->>> from hpcprof_kit.traces.summary_store import read_summary, write_summary   # doctest: +SKIP
+>>> from hpcprof_kit.traces.at_scale.summary_store import read_summary, write_summary   # doctest: +SKIP
 >>> read_summary(write_summary(summary, "runs/x/summaries")).rank               # doctest: +SKIP
 3
 """
@@ -21,7 +21,7 @@ import numpy as np
 from hpcprof_kit.errors import TraceFormatError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hpcprof_kit.traces.summary import RankSummary, RunSummary
+    from hpcprof_kit.traces.at_scale.summary import RankSummary, RunSummary
 
 TABLES = ("breakdown", "ops", "kernels", "comm", "same")
 OPTIONAL = ("signals",)  # written when present; a summary from before it reads without it
@@ -84,7 +84,7 @@ def read_summary(path: str | os.PathLike[str]) -> RankSummary:
             f"{path} is not a rank summary written by write_summary ({exc}); summarise the "
             "rank's trace again"
         ) from exc
-    from hpcprof_kit.traces.summary import RankSummary
+    from hpcprof_kit.traces.at_scale.summary import RankSummary
 
     return RankSummary(meta.pop("rank"), meta, **tables)
 
