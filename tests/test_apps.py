@@ -16,8 +16,10 @@ from hpcprof_kit.apps._common import write_timings
 
 from launch import run_ok
 
+# Not anchored at the line's start: a rank's banner (one write) can land after part of a line
+# gloo prints from C++ on some builds (torch 2.8: "[Gloo] Rank 0 is connected to 1 peer ranks").
 BANNER = re.compile(
-    r"^rank=(\d+) local_rank=(\d+) world=(\d+) nodes=(\d+) device=(\w+) backend=(\w+) host=\S+$",
+    r"rank=(\d+) local_rank=(\d+) world=(\d+) nodes=(\d+) device=(\w+) backend=(\w+) host=\S+$",
     re.M,
 )
 TOP_KEYS = {"app", "rank", "world_size", "local_rank", "nodes", "host", "device", "backend",
