@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit.errors import SpecError, TraceFormatError
+from hpcprof_kit.nsight.guide import guides
 from hpcprof_kit.viewing import (
     MERGED_NAME,
     PERFETTO_ORIGIN,
@@ -206,12 +207,21 @@ def test_the_gui_table_teaches_the_views_the_guides_show():
         assert view in clicks
 
 
-def test_every_row_cites_a_seed_file_and_a_heading_in_it():
+# The guides' texts as the project keeps them, by the public address the kit cites.
+GUIDE_TEXTS = {
+    "https://docs.alcf.anl.gov/polaris/data-science/profiling_dl/": "001_b4e57ae57f0acb4c.txt",
+    "https://github.com/argonne-lcf/ALCF_Hands_on_HPC_Workshop (ai_ml_profiling)": "004_8af14c9cdc3c3bc6.txt",
+}
+
+
+def test_every_row_cites_a_guide_by_address_and_a_heading_in_it():
     if not SEEDS.is_dir():
-        missing(f"the seed guides are not at {SEEDS} (set HPCPROF_SEEDS_DIR)")
+        missing(f"the guides' texts are not at {SEEDS} (set HPCPROF_SEEDS_DIR)")
+    assert set(guides()) == set(GUIDE_TEXTS)
     for row in nsight_gui_guide().itertuples():
-        seed = SEEDS / row.seed
-        assert seed.is_file(), f"{row.report}: cites {row.seed}, not in {SEEDS}"
+        assert row.guide in guides(), f"{row.report}: cites {row.guide}, not in [guides]"
+        seed = SEEDS / GUIDE_TEXTS[row.guide]
+        assert seed.is_file(), f"{row.report}: the text of {row.guide} is not in {SEEDS}"
         headings = [
             line.lstrip("#").strip().replace("`", "")
             for line in seed.read_text().splitlines()
@@ -219,7 +229,7 @@ def test_every_row_cites_a_seed_file_and_a_heading_in_it():
         ]
         at = 0
         for part in row.section.split(" > "):  # heading, then a subheading under it
-            assert part in headings[at:], f"{row.seed} has no heading {part!r} ({row.section})"
+            assert part in headings[at:], f"{row.guide} has no heading {part!r} ({row.section})"
             at = headings.index(part, at) + 1
 
 

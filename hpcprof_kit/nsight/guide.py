@@ -19,17 +19,18 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 GUIDE_FILE = Path(__file__).with_name("gui_guide.toml")
-GUIDE_COLUMNS = ("report", "tool", "where_to_click", "what_to_look_for", "seed", "section")
+GUIDE_COLUMNS = ("report", "tool", "where_to_click", "what_to_look_for", "guide", "section")
 
 
 def guides() -> dict[str, str]:
-    """The guides the rows cite: seed file -> its title."""
+    """The guides the rows cite: public address -> title."""
     return dict(tomllib.loads(GUIDE_FILE.read_text())["guides"])
 
 
 def nsight_gui_guide() -> Any:
     """One row per view: ``report``, ``tool``, ``where_to_click``, ``what_to_look_for``, and
-    the guide it comes from (``seed`` file, ``section`` heading path), as a DataFrame."""
+    the guide it comes from (``guide``, its public address; ``section``, the heading path), as a
+    DataFrame."""
     import pandas as pd
 
     views = tomllib.loads(GUIDE_FILE.read_text())["view"]
