@@ -1,4 +1,4 @@
-"""The binding experiment profiles each plan (seed 002: "Profile the application with various
+"""The binding experiment profiles each plan (the ATPESC guide: "Profile the application with various
 bindings on multiple ranks") and compares the plans' traces: step time and top ops."""
 
 from __future__ import annotations

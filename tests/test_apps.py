@@ -174,7 +174,7 @@ def test_a_second_run_never_overwrites_timings(tmp_path):
 
 def test_train_sizes_small_by_default_alcf_behind_a_flag():
     assert train.sizes(False)["encoder_layers"] == 1
-    # seed 002: src (2048, 1, 512), tgt (2048, 20, 512), batch_size=32, Transformer defaults
+    # the ATPESC guide: src (2048, 1, 512), tgt (2048, 20, 512), batch_size=32, Transformer defaults
     alcf = train.sizes(True)
     assert (alcf["src_len"], alcf["tgt_len"], alcf["d_model"], alcf["batch_size"]) == (
         1,
@@ -198,7 +198,7 @@ def test_alcf_sizes_build_exactly_the_guides_transformer():
         num_decoder_layers=s["decoder_layers"], dim_feedforward=s["ffn"],
         dropout=train.DROPOUT[1], batch_first=True,
     )  # fmt: skip
-    guide = torch.nn.Transformer(batch_first=True)  # seed 002's model line
+    guide = torch.nn.Transformer(batch_first=True)  # the ATPESC guide's model line
     assert [p.shape for p in ours.parameters()] == [p.shape for p in guide.parameters()]
     assert repr(ours) == repr(guide)  # dropout and every layer as the guide's
 

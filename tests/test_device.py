@@ -122,7 +122,7 @@ def test_name_mapping_is_data():
 
 
 def test_xpu_smi_runs_after_its_module_as_the_guide_does(monkeypatch):
-    # seed 002: "module load xpu-smi" then "xpu-smi topology -m"
+    # the ATPESC guide: "module load xpu-smi" then "xpu-smi topology -m"
     lmod = {"LMOD_CMD": "/usr/share/lmod/lmod/libexec/lmod"}
     assert device.topology_command("xpu", env=lmod) == [
         "bash", "-lc", "module load xpu-smi && xpu-smi topology -m"]  # fmt: skip

@@ -145,7 +145,7 @@ def test_from_torch_cuda_imports_are_ported_or_listed():
 
 
 def test_criterion_goes_to_the_device_as_the_guide_moves_it():
-    # seed 002, step 4: model = model.to(device); criterion = criterion.to(device)
+    # the ATPESC guide, step 4: model = model.to(device); criterion = criterion.to(device)
     lines = port_file(EXAMPLE, "xpu").code.splitlines()
     at = lines.index("criterion = torch.nn.MSELoss()")
     assert lines[at + 1] == "criterion = criterion.to(device)  # the loss on the device too"

@@ -1,4 +1,4 @@
-"""torch.profiler as the guides teach it (seed 002, ATPESC; seed 001, ALCF Polaris): shapes and
+"""torch.profiler as the guides teach it (the ATPESC guide; the ALCF Polaris guide): shapes and
 memory recorded, the per-rank table sorted by the device's self time with every row, and user
 ranges from ``record_function`` and ``@trace_func`` in the trace."""
 
@@ -38,10 +38,10 @@ def _profile(trace_dir, steps: int = 3, **kw):
 
     prof = make_profiler(schedule=SCHEDULE, activities="cpu", trace_dir=trace_dir, **kw)
     scaler = Scaler()
-    scaled = trace_func(scaler.scale)  # a bound method: named by its qualname, as seed 001
+    scaled = trace_func(scaler.scale)  # a bound method: named by its qualname (Polaris guide)
     with prof:
         for _ in range(steps):
-            with record_function("data_preprocessing"):  # seed 002's user annotation
+            with record_function("data_preprocessing"):  # the ATPESC guide's user annotation
                 x = preprocess(torch.rand(32, 32))
             scaled(x @ x)
             prof.step()
@@ -107,7 +107,7 @@ def test_table_rows_can_cut_the_table(tmp_path):
 
 
 def test_one_function_picks_the_sort_key_from_the_device():
-    assert table_sort_key(["cpu", "xpu"]) == "self_xpu_time_total"  # seed 002's key
+    assert table_sort_key(["cpu", "xpu"]) == "self_xpu_time_total"  # the ATPESC guide's key
     assert table_sort_key(["cpu", "cuda"]) == "self_cuda_time_total"
     assert table_sort_key(["cpu"]) == "self_cpu_time_total"
     assert table_sort_key("xpu") == SORT_KEYS["xpu"]

@@ -48,7 +48,7 @@ def test_the_default_set_is_the_guides_command():
     line = _exec_line(JobSpec(**POLARIS, tracer="nsys"))
     assert line == (
         'exec nsys profile -o "$out/${run}_%q{PMI_RANK}" --stats=true --show-output=true "$@"'
-    )  # seed 001's NSYS_OPTS
+    )  # the ALCF Polaris guide's NSYS_OPTS
 
 
 def test_unknown_set_and_options_without_a_tracer_are_refused_with_the_fix():
