@@ -70,20 +70,19 @@ class Workshop:
         return {self.queue: {"nodes": self.reservation_nodes,
                              "walltime": self.reservation_walltime or "01:00:00"}}  # fmt: skip
 
-    def spec(self, **fields: Any) -> Any:
-        """A JobSpec whose left-out fields (or fields given as None) take this workshop's
-        values for its system; ``system`` defaults to the workshop's. A job in the
-        reservation queue carries the reservation's limits (``JobSpec.reservation``).
+    def spec_fields(self, **fields: Any) -> dict[str, Any]:
+        """The JobSpec fields ``JobSpec.for_workshop(**fields)`` builds: the left-out ones (or
+        those given as None) take this workshop's values for its system; ``system`` defaults
+        to the workshop's. A job in the reservation queue carries the reservation's limits
+        (``JobSpec.reservation``).
 
         >>> ws = Workshop(system="aurora", project="MYPROJ", queue="R123456", reservation_nodes=8)
-        >>> spec = ws.spec(nodes=2)
-        >>> spec.system, spec.account, spec.queue, spec.reservation
+        >>> chosen = ws.spec_fields(nodes=2)
+        >>> chosen["system"], chosen["account"], chosen["queue"], chosen["reservation"]
         ('aurora', 'MYPROJ', 'R123456', {'nodes': 8})
-        >>> ws.spec(system="polaris").account is None   # the workshop's system only
-        True
+        >>> "account" in ws.spec_fields(system="polaris")   # the workshop's system only
+        False
         """
-        from hpcprof_kit.jobs.spec import JobSpec
-
         given = {key: value for key, value in fields.items() if value is not None}
         system = given.setdefault("system", self.system)
         for key, value in self.spec_defaults(system).items():
@@ -95,7 +94,7 @@ class Workshop:
             limits = {"nodes": self.reservation_nodes, "walltime": self.reservation_walltime}
             if self.reservation_nodes is not None:
                 given.setdefault("reservation", {k: v for k, v in limits.items() if v})
-        return JobSpec(**given)
+        return given
 
     def validate(self) -> Workshop:
         from hpcprof_kit.systems import load_system

@@ -37,8 +37,8 @@ STRING_FIELDS = sorted(
 
 def test_the_property_covers_every_string_field():
     assert STRING_FIELDS == ["account", "binding", "capture_steps", "example", "filesystems",
-                             "name", "queue", "system", "tracer", "tracer_set", "venv",
-                             "walltime"]  # fmt: skip
+                             "name", "queue", "reservation", "system", "tracer", "tracer_set",
+                             "venv", "walltime"]  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -104,6 +105,11 @@ class JobSpec:
         object.__setattr__(self, "args", absolute_paths(self.args))
         object.__setattr__(self, "env", dict(self.env or {}))
         if self.reservation is not None:
+            if not isinstance(self.reservation, Mapping):
+                raise SpecError(
+                    f"reservation {self.reservation!r} is not a table; write "
+                    '{"nodes": 8, "walltime": "02:00:00"} (the reservation\'s limits), or None'
+                )
             object.__setattr__(self, "reservation", dict(self.reservation))
 
     @classmethod
@@ -115,7 +121,7 @@ class JobSpec:
         itself never reads the file, so the same call gives the same spec in any folder."""
         from hpcprof_kit.workshop import current
 
-        return current().spec(**fields)
+        return cls(**current().spec_fields(**fields))
 
     # ---- derived values -------------------------------------------------------------------
     @property
