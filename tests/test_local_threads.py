@@ -25,7 +25,9 @@ def _run(monkeypatch, env=None, outside=None):
                    env=env or {})  # fmt: skip
     job = submit(spec)
     assert wait_for(job, timeout=300, progress=False) == "COMPLETED", job.tail(stream="stderr")
-    lines = sorted(line for line in job.tail(50).splitlines() if line.startswith("rank "))
+    stdout = (job.run_dir / "stdout").read_text(errors="replace")
+    lines = sorted(line for line in stdout.splitlines() if line.startswith("rank "))
+    assert len(lines) == 2, f"stdout:\n{stdout}\nstderr:\n{job.tail(40, stream='stderr')}"
     return lines, job.manifest["omp_num_threads"]
 
 
