@@ -30,7 +30,6 @@ from hpcprof_kit.porting_versions import (
     ON_CPU,
     missing_in,
     target_release,
-    written_names,
 )
 
 TARGETS: tuple[str, ...] = ("xpu", "agnostic")
@@ -473,8 +472,12 @@ def port_file(
 
 def port_names() -> list[str]:
     """Every module attribute the port may write (checked against torch by the tests)."""
-    return written_names(XPU_SAME_NAME, ACCELERATOR_NAMES, AMP_CALLS, AGNOSTIC_PRELUDE,
-                         AGNOSTIC_BACKEND)  # fmt: skip
+    names = {f"torch.xpu.{n}" for n in XPU_SAME_NAME}
+    names |= {f"torch.accelerator.{n}" for n in ACCELERATOR_NAMES.values()}
+    names |= set(AMP_CALLS.values())
+    names |= set(re.findall(r"torch(?:\.\w+)+(?=\()", AGNOSTIC_PRELUDE + AGNOSTIC_BACKEND))
+    names.add(FALLBACK_MODULE.split("(")[0])
+    return sorted(names)
 
 
 __all__ = ["ACCELERATOR_NAMES", "ADDED_IN", "PortResult", "TARGETS", "XPU_SAME_NAME",

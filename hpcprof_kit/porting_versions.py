@@ -16,9 +16,8 @@ True
 
 from __future__ import annotations
 
-import re
-
 from hpcprof_kit.errors import PortError
+from hpcprof_kit.systems import oldest_supported, release
 
 # The first torch release with each name the port writes (module attributes only: string keys
 # such as "self_device_time_total" are not names a hasattr can check). A name the port writes
@@ -51,13 +50,6 @@ ON_CPU: dict[str, str] = {
     "reset_peak_memory_stats": "None",
 }
 FALLBACK_MODULE = "torch.get_device_module(device_type)"
-_RELEASE = re.compile(r"^(\d+)\.(\d+)(\.\d+)?([.+a-z].*)?$")
-
-
-def release(text: str) -> tuple[int, int] | None:
-    """(major, minor) of a torch version string, None when it is not one."""
-    found = _RELEASE.match(str(text).strip())
-    return (int(found[1]), int(found[2])) if found else None
 
 
 def target_release(torch_version: str | None = None, system: str | None = None) -> tuple[int, int]:
@@ -68,8 +60,6 @@ def target_release(torch_version: str | None = None, system: str | None = None) 
     >>> target_release(system="polaris")
     (2, 8)
     """
-    from hpcprof_kit.systems import oldest_supported
-
     oldest = oldest_supported(system)
     floor = release(oldest.torch)
     assert floor is not None  # the records' own versions are checked by their accessor
@@ -101,14 +91,4 @@ def missing_in(name: str, target: tuple[int, int]) -> str | None:
     return added if version is not None and version > target else None
 
 
-def written_names(xpu_same_name, accelerator_names, amp_calls, prelude: str, backend: str):
-    """Every module attribute the port may write (for the tests that check them against torch)."""
-    names = {f"torch.xpu.{n}" for n in xpu_same_name}
-    names |= {f"torch.accelerator.{n}" for n in accelerator_names.values()}
-    names |= set(amp_calls.values())
-    names |= set(re.findall(r"torch(?:\.\w+)+(?=\()", prelude + backend))
-    names.add(FALLBACK_MODULE.split("(")[0])
-    return sorted(names)
-
-
-__all__ = ["ADDED_IN", "ON_CPU", "missing_in", "release", "target_release"]
+__all__ = ["ADDED_IN", "FALLBACK_MODULE", "ON_CPU", "missing_in", "target_release"]

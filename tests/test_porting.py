@@ -56,7 +56,8 @@ def test_xpu_target_uses_stock_names_and_optional_ipex_lines():
 def test_each_portable_name_exists_in_this_torch():
     import torch
 
-    from hpcprof_kit.porting_versions import missing_in, release
+    from hpcprof_kit.porting_versions import missing_in
+    from hpcprof_kit.systems import release
 
     here = release(torch.__version__)
     assert sorted(n for n in XPU_SAME_NAME if not hasattr(torch.xpu, n)) == []

@@ -30,7 +30,6 @@ mpiexec -n 2 --ppn 1 dynolog --enable_ipc_monitor &
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 
@@ -62,10 +61,12 @@ def torch_version(text: str) -> tuple[int, int]:
     >>> torch_version("2.7.0a0+git1234"), torch_version("2.13.0+cpu")
     ((2, 7), (2, 13))
     """
-    m = re.match(r"^\s*(\d+)\.(\d+)", str(text))
-    if not m:
+    from hpcprof_kit.systems import release
+
+    found = release(text)
+    if found is None:
         raise SpecError(f"torch version {text!r} is not like '2.5.1'; pass torch.__version__")
-    return int(m.group(1)), int(m.group(2))
+    return found
 
 
 def daemon_env(version: str) -> dict[str, str]:

@@ -289,11 +289,24 @@ class SiteTorch:
     python: str = ""  # "" where the record does not say
 
 
+_RELEASE = re.compile(r"^(\d+)\.(\d+)(\.\d+)?([.+a-z].*)?$")
+
+
+def release(text: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch or Python version string, None when it is not one.
+
+    >>> release("2.8.0.dev20250527+xpu"), release("3.10"), release("two.eight")
+    ((2, 8), (3, 10), None)
+    """
+    found = _RELEASE.match(str(text).strip())
+    return (int(found[1]), int(found[2])) if found else None
+
+
 def _release(text: str, where: str) -> tuple[int, int]:
-    found = re.match(r"^(\d+)\.(\d+)", str(text))
-    if not found:
+    found = release(text)
+    if found is None:
         raise SystemError_(f"{where}: {text!r} is not a release like '2.8'; fix the record")
-    return int(found[1]), int(found[2])
+    return found
 
 
 def oldest_supported(name: str | None = None) -> SiteTorch:
@@ -327,5 +340,5 @@ def oldest_supported(name: str | None = None) -> SiteTorch:
 
 __all__ = [
     "DeviceSlot", "NumaDomain", "Queue", "SiteTorch", "System", "Topology",
-    "detect_system", "load_system", "oldest_supported", "system_names",
+    "detect_system", "load_system", "oldest_supported", "release", "system_names",
 ]  # fmt: skip
