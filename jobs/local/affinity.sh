@@ -1,7 +1,7 @@
 #!/bin/bash
 # No scheduler: the kit's local backend (or you) runs this with bash on this machine.
 # affinity on local: which CPUs and device each rank got
-# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.

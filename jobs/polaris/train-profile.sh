@@ -8,7 +8,7 @@
 #PBS -l filesystems=home:eagle
 #PBS -k doe
 # train on polaris: DDP training of a small Transformer
-# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.

@@ -6,7 +6,7 @@
 #SBATCH -o stdout
 #SBATCH -e stderr
 # seqpar on slurm: sequence-parallel matmuls
-# Rendered by hpcprof-kit from a JobSpec (spec.json beside it): change the spec, not this file.
+# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.
