@@ -32,7 +32,7 @@ WORKSHOP_VAR = "HPCPROF_WORKSHOP"
 FILE_NAME = "workshop.toml"
 PROXY_KEYS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy")
 ALCF_PROXY = "http://proxy.alcf.anl.gov:3128"  # docs: aurora/getting-started-on-aurora.md, Proxy
-_WORD = re.compile(r"^[A-Za-z0-9_.-]+$")
+_WORD = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _loaded: dict[Path, tuple[tuple[int, int], Workshop]] = {}  # file -> (version, its workshop)
 
 

@@ -105,3 +105,21 @@ def test_a_file_the_cli_cannot_read_is_one_line(tmp_path, capsys):
     assert main(["traces", "summary", str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith("hpcprof-kit traces: ")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "train\n"}, "name 'train\\\\n' is not safe"),
+        ({"queue": "debug\n"}, "queue 'debug\\\\n' has characters"),
+        ({"account": "P\n"}, "account 'P\\\\n' has characters"),
+        ({"filesystems": "home\n"}, "filesystems 'home\\\\n' is not"),
+        ({"env": {"X\n": "1"}}, "env name 'X\\\\n' is not a shell variable name"),
+        ({"capture_steps": "3-5\n"}, "capture_steps '3-5\\\\n'"),
+    ],
+)
+def test_a_trailing_newline_is_not_a_safe_word(fields, message):
+    """A pattern ending in '$' also matches before a final newline: the checks end at the text's
+    end, so a newline (a new line of script) never passes as part of a word."""
+    with pytest.raises(KitError, match=message):
+        JobSpec(system="local", **fields).validate()

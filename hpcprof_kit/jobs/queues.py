@@ -43,12 +43,12 @@ from hpcprof_kit.systems import Queue, System
 
 QUERY_TIMEOUT_S = 10.0  # a scheduler that does not answer by then cannot say
 # Names a scheduler gives reservation queues (PBS: R<id> advance, S<id> standing reservations).
-RESERVATION_NAMES: dict[str, re.Pattern[str]] = {"pbs": re.compile(r"^[RS]\d+$")}
+RESERVATION_NAMES: dict[str, re.Pattern[str]] = {"pbs": re.compile(r"^[RS]\d+\Z")}
 # "name = value" lines of qstat -f / pbs_rstat -f; long values wrap onto indented lines.
 _ATTRIBUTE = re.compile(r"^\s*([A-Za-z_][\w.]*) = (.*)$")
-_HMS = re.compile(r"^(\d+):([0-5]?\d):([0-5]?\d)$")
+_HMS = re.compile(r"^(\d+):([0-5]?\d):([0-5]?\d)\Z")
 # A walltime as a job spec and a workshop file write it.
-_WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)$")
+_WALLTIME = re.compile(r"^(\d{1,3}):([0-5]\d):([0-5]\d)\Z")
 
 
 def walltime_seconds(text: str) -> int:

@@ -26,7 +26,7 @@ from hpcprof_kit.systems.modules import module_for
 from hpcprof_kit.tracer_ranks import describe_traced_ranks
 from hpcprof_kit.tracers import wrapper_script
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # Where each scheduler starts the job, used when the kit did not set HPCPROF_RUN_DIR.
 _WORKDIR_DEFAULT = {
     "pbs": "${PBS_O_WORKDIR:-$PWD}",

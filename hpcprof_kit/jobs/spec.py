@@ -38,11 +38,11 @@ __all__ = ["JobSpec", "ResolvedJob", "absolute_paths", "script_label", "walltime
 
 TRACERS = ("unitrace", "nsys", "ncu")
 # Job names reach the scheduler and file names: letters, digits, '.', '_', '-' only.
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-_WORD = re.compile(r"^[A-Za-z0-9_.-]+$")  # queue, account
-_FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*$")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_STEPS = re.compile(r"^(\d{1,6})(?:-(\d{1,6}))?$")  # capture_steps: "A-B" or "A"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}\Z")
+_WORD = re.compile(r"^[A-Za-z0-9_.-]+\Z")  # queue, account
+_FILESYSTEMS = re.compile(r"^[a-z_]+(:[a-z_]+)*\Z")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_STEPS = re.compile(r"^(\d{1,6})(?:-(\d{1,6}))?\Z")  # capture_steps: "A-B" or "A"
 
 
 def _venv_ok(venv: object) -> bool:

@@ -49,7 +49,7 @@ SET_BY_WALLTIME: tuple[tuple[int | None, str], ...] = (
 )
 NCU_SETS = ("basic", "detailed", "full", "roofline")
 MAX_LAUNCH_SKIP = 20
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def choose_set(walltime: str, launch_count: int = 1) -> str:
