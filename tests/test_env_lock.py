@@ -39,6 +39,29 @@ def test_the_lock_pins_the_libraries_the_analyses_depend_on():
     assert pins["torch"] == "2.13.0"
 
 
+def test_every_requirement_of_pyproject_is_locked_within_its_range():
+    """What pyproject.toml asks for (the base and the extras make env installs) is in the lock at
+    a version its range allows: a raised minimum without a refreshed lock fails here."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *extras["local"], *extras["lab"], *extras["test"]]
+    pins, wrong = _locked(), []
+    env = {"python_version": _locked_python()}
+    for text in wanted:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        if name not in pins:
+            wrong.append(f"{req}: not in {LOCK.name}")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            wrong.append(f"{req}: {LOCK.name} has {pins[name]}")
+    assert not wrong, "refresh the lock (make lock clean-env test):\n" + "\n".join(wrong)
+
+
 def test_this_environment_holds_the_locked_versions():
     here = "{}.{}".format(*sys.version_info[:2])
     if here != _locked_python():
