@@ -114,3 +114,42 @@ def test_the_experiment_profiles_every_plan(isolated_runs):
     assert list((unprofiled.jobs["core"].run_dir / "traces").glob("*.json")) == []
     with pytest.raises(BindingError, match="without profile=True"):
         unprofiled.profiles()
+
+
+@pytest.mark.mpi
+def test_a_failed_plan_is_named_the_others_complete_and_rerun_runs_only_it(
+    isolated_runs, monkeypatch, capsys
+):
+    """One plan's job really fails (the train app refuses a flag given to that plan alone); the
+    experiment goes on, names it with the fix, and exp.rerun() runs only it in a new folder."""
+    import hpcprof_kit.jobs as jobs
+
+    real_submit, broken = jobs.submit, {"none"}
+
+    def submit_breaking_none(spec):
+        if spec.binding in broken:
+            spec = spec.with_(args=(*spec.args, "--no-such-flag"))
+        return real_submit(spec)
+
+    monkeypatch.setattr(jobs, "submit", submit_breaking_none)
+    exp = run_experiment("local", 2, ["core", "none"], steps_per_epoch=3, profile=False)
+    assert list(exp.failed) == ["none"]
+    assert "the job of plan 'none' ended FAILED (exit 2)" in exp.failed["none"]
+    assert "exp.rerun() runs only the failed plan(s) again" in capsys.readouterr().out
+    assert len(exp.step_times("core")) == 2  # the plan that ran is there to read
+    with pytest.raises(BindingError, match=r"plan 'none' ended FAILED[\s\S]*exp\.rerun\(\)"):
+        exp.side_by_side()
+    first = exp.jobs["none"].run_dir
+
+    broken.clear()
+    assert exp.rerun() == ["none"]
+    assert exp.failed == {}
+    assert exp.jobs["none"].run_dir != first and (first / "stderr").is_file()  # both kept
+    assert set(exp.side_by_side()["plan"]) == {"core", "none"}
+
+
+@pytest.mark.mpi
+def test_an_experiment_whose_every_plan_failed_is_an_error(isolated_runs):
+    with pytest.raises(BindingError, match="the job of plan 'core' ended FAILED"):
+        run_experiment("local", 2, ["core"], steps_per_epoch=3, profile=False,
+                       venv="/no/such/venv")  # fmt: skip

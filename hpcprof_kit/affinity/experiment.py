@@ -3,7 +3,9 @@ then what each rank got and how fast it stepped, side by side.
 
 Each job runs the affinity report and then the training app under one launcher binding, so the
 report describes exactly the processes that were timed. Jobs run one after another: two jobs
-sharing the cores at once would spoil both measurements.
+sharing the cores at once would spoil both measurements. A plan whose job fails does not stop
+the others: it is named with its state and last lines, its run directory is kept, and
+:meth:`Experiment.rerun` runs only the failed plans again, in new run directories.
 
 With ``profile=True`` (the default) each job also records a torch.profiler trace per rank of
 its last steps (the guide's "profile the application with various bindings"), and
@@ -18,6 +20,7 @@ profiled steps out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hpcprof_kit.affinity.plan import BindingPlan
@@ -65,10 +68,55 @@ class Experiment:
     plans: dict[str, BindingPlan]
     jobs: dict[str, object] = field(default_factory=dict)
     profiled_from: int | None = None  # first step each job ran under the profiler (None: never)
+    failed: dict[str, str] = field(default_factory=dict)  # plan -> what its job ended as
+    submit_plan: Callable[[str], tuple[object, str]] | None = field(default=None, repr=False)
+
+    def _job(self, name: str):
+        """The completed job of plan ``name``; a failed plan is named with the way back."""
+        if name in self.failed:
+            raise BindingError(f"{self.failed[name]}\n{self._fix()}")
+        return self.jobs[name]
+
+    def _fix(self) -> str:
+        return (
+            "exp.rerun() runs only the failed plan(s) again, in new run directories "
+            "(the failed run directories are kept)"
+        )
+
+    def run(self, names) -> None:
+        """Run the plans ``names`` one after another; a failed job is named in ``failed``."""
+        for name in names:
+            job, state = self.submit_plan(name)
+            self.jobs[name] = job
+            self.failed.pop(name, None)
+            if state in ("QUEUED", "RUNNING"):  # still there: the next plan would share cores
+                raise BindingError(
+                    f"the job of plan {name!r} is still {state} after the experiment's timeout_s; "
+                    f"wait for it (exp.jobs[{name!r}].wait()) or cancel it, then raise timeout_s"
+                )
+            if state != "COMPLETED":
+                self.failed[name] = (
+                    f"the job of plan {name!r} ended {state} (exit {job.exit_code}), run "
+                    f"directory {job.run_dir}; its last lines:\n{job.tail(10, 'stderr')}"
+                )
+        if self.failed and len(self.failed) == len(self.plans):
+            raise BindingError("\n".join(self.failed.values()))
+        for message in self.failed.values():
+            print(f"{message}\n{self._fix()}")
+
+    def rerun(self) -> list[str]:
+        """Run the failed plans again (new run directories); the plans that re-ran."""
+        if self.submit_plan is None:
+            raise BindingError(
+                "this experiment was not started by run_experiment: nothing to rerun"
+            )
+        again = list(self.failed)
+        self.run(again)
+        return again
 
     def report(self, name: str):
         """What the ranks of plan ``name`` got (the parsed affinity report)."""
-        job = self.jobs[name]
+        job = self._job(name)
         return parse_report((job.run_dir / "stdout").read_text())
 
     def comparison(self, name: str):
@@ -80,7 +128,7 @@ class Experiment:
         out (all steps count when every timed step was profiled: a run of 4 steps or fewer)."""
         from hpcprof_kit.timing import load_timings
 
-        t = load_timings(self.jobs[name].run_dir)
+        t = load_timings(self._job(name).run_dir)
         steps = t[t["op"] == "step"]
         if self.profiled_from is not None:  # iteration i is step TRAIN_WARMUP + i
             quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
@@ -93,7 +141,7 @@ class Experiment:
         that :func:`hpcprof_kit.comparison.compare_variants` compares across plans."""
         from hpcprof_kit.timing import load_timings
 
-        t = load_timings(self.jobs[name].run_dir)
+        t = load_timings(self._job(name).run_dir)
         steps = t[t["op"] == "step"]
         if self.profiled_from is not None:
             quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
@@ -107,7 +155,7 @@ class Experiment:
 
         if self.profiled_from is None:
             raise BindingError("this experiment ran without profile=True: no traces to compare")
-        return compare_profiles({name: job.run_dir for name, job in self.jobs.items()}, n)
+        return compare_profiles({name: self._job(name).run_dir for name in self.jobs}, n)
 
     def side_by_side(self):
         """One row per plan and rank: planned and got CPUs, verdict, median step (ms)."""
@@ -137,6 +185,9 @@ def run_experiment(
 ) -> Experiment:
     """Submit one training job per plan (one after another) and wait for each.
 
+    A failed job does not stop the others; it is named (``exp.failed``) and ``exp.rerun()``
+    runs only it again. Only when every plan failed is it an error.
+
     ``profile``: also record a torch.profiler trace per rank of the last steps of each job
     (:func:`profile_args`). ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account,
     queue, walltime...), so the same call runs on Aurora or Polaris with their plans.
@@ -154,6 +205,8 @@ def run_experiment(
                 f"plan {name!r} masks a different device per rank; the experiment launches "
                 "without a per-rank wrapper: pick a set_device(local_rank) plan"
             )
+
+    def submit_plan(name: str):
         spec = JobSpec.for_workshop(
             system=system,
             example="train",
@@ -165,11 +218,8 @@ def run_experiment(
             **spec_fields,
         )
         job = submit(spec)
-        state = job.wait(timeout=timeout_s, progress=progress)
-        exp.jobs[name] = job
-        if state != "COMPLETED":
-            raise BindingError(
-                f"the job of plan {name!r} ended {state} (exit {job.exit_code}); its last "
-                f"lines:\n{job.tail(10, 'stderr')}"
-            )
+        return job, job.wait(timeout=timeout_s, progress=progress)
+
+    exp.submit_plan = submit_plan
+    exp.run(plans)
     return exp
