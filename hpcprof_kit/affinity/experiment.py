@@ -36,6 +36,11 @@ _COMMAND = (
     "sh",
 )
 TRAIN_WARMUP = 1  # the train app's --warmup default: step 0 is never timed
+# What a failed plan's message ends with: the way back.
+_RERUN = (
+    "exp.rerun() runs only the failed plan(s) again, in new run directories "
+    "(the failed run directories are kept)"
+)
 # The guide's schedule(wait=1, warmup=1, active=2, repeat=1), placed on the last steps.
 PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 2, "repeat": 1}
 
@@ -74,22 +79,18 @@ class Experiment:
     def _job(self, name: str):
         """The completed job of plan ``name``; a failed plan is named with the way back."""
         if name in self.failed:
-            raise BindingError(f"{self.failed[name]}\n{self._fix()}")
+            raise BindingError(f"{self.failed[name]}\n{_RERUN}")
         return self.jobs[name]
-
-    def _fix(self) -> str:
-        return (
-            "exp.rerun() runs only the failed plan(s) again, in new run directories "
-            "(the failed run directories are kept)"
-        )
 
     def run(self, names) -> None:
         """Run the plans ``names`` one after another; a failed job is named in ``failed``."""
+        from hpcprof_kit.jobs import FINAL_STATES
+
         for name in names:
             job, state = self.submit_plan(name)
             self.jobs[name] = job
             self.failed.pop(name, None)
-            if state in ("QUEUED", "RUNNING"):  # still there: the next plan would share cores
+            if state not in FINAL_STATES:  # still there: the next plan would share its cores
                 raise BindingError(
                     f"the job of plan {name!r} is still {state} after the experiment's timeout_s; "
                     f"wait for it (exp.jobs[{name!r}].wait()) or cancel it, then raise timeout_s"
@@ -102,7 +103,7 @@ class Experiment:
         if self.failed and len(self.failed) == len(self.plans):
             raise BindingError("\n".join(self.failed.values()))
         for message in self.failed.values():
-            print(f"{message}\n{self._fix()}")
+            print(f"{message}\n{_RERUN}")
 
     def rerun(self) -> list[str]:
         """Run the failed plans again (new run directories); the plans that re-ran."""
