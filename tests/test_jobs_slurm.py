@@ -55,7 +55,9 @@ def tiny(system: str, *command: str, **fields) -> JobSpec:
 
 
 def test_slurm_job_completes_through_sbatch_and_srun(cluster_env):
-    probe = "import os; print(os.environ['SLURM_JOB_ID'], os.environ['HPCPROF_RUN_DIR'])"
+    # One write per line (os.write): the two ranks share stdout, and a print's pieces may mix.
+    probe = ("import os; os.write(1, (os.environ['SLURM_JOB_ID'] + ' ' + "
+             "os.environ['HPCPROF_RUN_DIR'] + '\\n').encode())")  # fmt: skip
     job = submit(tiny("slurm", "python3", "-c", probe, ranks_per_node=2), backend="auto")
     assert job.backend.name == "slurm" and job.job_id.isdigit()
     assert job.wait(timeout=60, progress=False) == "COMPLETED"

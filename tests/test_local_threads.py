@@ -10,10 +10,12 @@ import pytest
 from hpcprof_kit.jobs import JobSpec, submit, wait_for
 from hpcprof_kit.jobs.backends.local import usable_cores
 
+# One os.write of a short line: the ranks' lines then never interleave in the job's stdout (a
+# print of several pieces was once seen split by the other rank's line, "rankrank 1 ... 0 omp").
 PROBE = (
     "import os, torch; "
-    "print('rank', os.environ['PMI_RANK'], 'omp', os.environ.get('OMP_NUM_THREADS'), "
-    "'torch', torch.get_num_threads(), flush=True)"
+    "os.write(1, f\"rank {os.environ['PMI_RANK']} omp {os.environ.get('OMP_NUM_THREADS')} "
+    'torch {torch.get_num_threads()}\\n".encode())'
 )
 
 

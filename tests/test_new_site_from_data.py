@@ -166,9 +166,10 @@ def test_the_new_sites_ready_scripts_render_with_its_flags_and_are_shellcheck_cl
 @pytest.mark.mpi
 @pytest.mark.timeout(600)
 def test_the_new_sites_jobs_rehearse_on_the_pbs_standin(lakeside, isolated_runs):
+    # One write per line (os.write): ranks share stdout, and a print of several pieces may be split.
     show = (
-        "import os; print('NODE', os.environ['PALS_RANKID'], "
-        "*open(os.environ['PBS_NODEFILE']).read().split())"
+        "import os; os.write(1, ' '.join(['NODE', os.environ['PALS_RANKID'], "
+        "*open(os.environ['PBS_NODEFILE']).read().split()]).encode() + b'\\n')"
     )
     spec = JobSpec(system="lakeside", nodes=2, ranks_per_node=2, account="P", binding="none",
                    command=["python3", "-c", show])  # fmt: skip

@@ -130,7 +130,9 @@ def test_rehearsal_runs_the_workshop_reservation_and_proxy_standin(
 
     _init(tmp_path, monkeypatch, "--system", system, "--project", "CLASS", "--queue", "R777",
           "--reservation-nodes", str(nodes), "--reservation-walltime", "02:00:00")  # fmt: skip
-    show = "import os; print('PROXY', os.environ['https_proxy'], os.environ['PALS_RANKID'])"
+    # One write per line (os.write): ranks share stdout, and a print of several pieces may be split.
+    show = ("import os; os.write(1, ' '.join(['PROXY', os.environ['https_proxy'], "
+            "os.environ['PALS_RANKID']]).encode() + b'\\n')")  # fmt: skip
     spec = JobSpec.for_workshop(system=system, nodes=nodes, ranks_per_node=2, binding="none",
                                 command=["python3", "-c", show])  # fmt: skip
     result = rehearse(spec, runs_root=isolated_runs)
