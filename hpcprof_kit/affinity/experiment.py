@@ -127,6 +127,19 @@ class Experiment:
     def step_times(self, name: str):
         """Median training step per rank (ms) of plan ``name``'s job, leaving the profiled steps
         out (all steps count when every timed step was profiled: a run of 4 steps or fewer)."""
+        steps = self._quiet_steps(name)
+        return steps.groupby("rank")["seconds"].median().mul(1e3).rename("median_step_ms")
+
+    def step_samples(self, name: str) -> list[float]:
+        """Each timed step of plan ``name``'s job (ms), as long as its slowest rank took (DDP
+        makes the others wait), profiled steps left out as in :meth:`step_times`: the samples
+        that :func:`hpcprof_kit.comparison.compare_variants` compares across plans."""
+        steps = self._quiet_steps(name)
+        return (steps.groupby("iteration")["seconds"].max() * 1e3).tolist()
+
+    def _quiet_steps(self, name: str):
+        """The timed steps of plan ``name``'s job, one row per rank and step, without the
+        profiled ones (all of them when every timed step was profiled)."""
         from hpcprof_kit.timing import load_timings
 
         t = load_timings(self._job(name).run_dir)
@@ -134,20 +147,7 @@ class Experiment:
         if self.profiled_from is not None:  # iteration i is step TRAIN_WARMUP + i
             quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
             steps = quiet if len(quiet) else steps
-        return steps.groupby("rank")["seconds"].median().mul(1e3).rename("median_step_ms")
-
-    def step_samples(self, name: str) -> list[float]:
-        """Each timed step of plan ``name``'s job (ms), as long as its slowest rank took (DDP
-        makes the others wait), profiled steps left out as in :meth:`step_times`: the samples
-        that :func:`hpcprof_kit.comparison.compare_variants` compares across plans."""
-        from hpcprof_kit.timing import load_timings
-
-        t = load_timings(self._job(name).run_dir)
-        steps = t[t["op"] == "step"]
-        if self.profiled_from is not None:
-            quiet = steps[steps["iteration"] + TRAIN_WARMUP < self.profiled_from]
-            steps = quiet if len(quiet) else steps
-        return (steps.groupby("iteration")["seconds"].max() * 1e3).tolist()
+        return steps
 
     def profiles(self, n: int = 5):
         """Each plan's profiled steps: step time and its top ``n`` ops, one row per plan
