@@ -140,8 +140,9 @@ def test_the_new_sites_ready_scripts_render_with_its_flags_and_are_shellcheck_cl
 ):
     ours = {k: s for k, s in catalog_specs().items() if k.startswith("lakeside/")}
     assert sorted(ours) == [
-        "lakeside/affinity.sh", "lakeside/seqpar.sh", "lakeside/train-nsys.sh",
-        "lakeside/train-profile.sh", "lakeside/train-short.sh", "lakeside/train.sh",
+        "lakeside/affinity.sh", "lakeside/seqpar.sh", "lakeside/train-compile-profile.sh",
+        "lakeside/train-compile.sh", "lakeside/train-nsys.sh", "lakeside/train-profile.sh",
+        "lakeside/train-short.sh", "lakeside/train.sh",
     ]  # fmt: skip
     assert ours["lakeside/train-short.sh"].walltime == "00:05:00"
     out = tmp_path / "jobs"

@@ -48,6 +48,9 @@ EXAMPLES: dict[str, Example] = {
 VARIANTS: dict[str, dict[str, object]] = {
     "train": {"example": "train"},
     "train-profile": {"example": "train", "profile": True},
+    # The ATPESC hands-on's other two scripts: the same DDP model under torch.compile.
+    "train-compile": {"example": "train", "args": ("--compile",)},
+    "train-compile-profile": {"example": "train", "profile": True, "args": ("--compile",)},
     "seqpar": {"example": "seqpar"},
     "affinity": {"example": "affinity"},
 }

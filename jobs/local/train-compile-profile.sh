@@ -1,0 +1,37 @@
+#!/bin/bash
+# No scheduler: the kit's local backend (or you) runs this with bash on this machine.
+# train on local: DDP training of a small Transformer
+# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
+set -eo pipefail
+
+# The run directory holds this script, its outputs, traces/, tables/ and timings/.
+export HPCPROF_RUN_DIR="${HPCPROF_RUN_DIR:-$PWD}"
+export HPCPROF_SYSTEM=local
+cd "$HPCPROF_RUN_DIR"
+mkdir -p traces tables timings
+# The job records its own end (exit code, the signal that ended it or null, the time) in the
+# run directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
+hpcprof_signal=""
+hpcprof_job_end() {
+    local rc=$? sig=null now
+    # the trap's signal; else the one the exit code names (the scheduler's SIGTERM can reach
+    # the command before this shell, which then ends on the command's 128+N before its trap)
+    if [[ -n "$hpcprof_signal" ]]; then
+        sig=$hpcprof_signal
+    elif ((rc > 128 && rc <= 192)); then
+        sig=$((rc - 128))
+    fi
+    # bash builtins only: a scheduler's SIGTERM reaches every process of the job, and a `date`
+    # or `mv` started here could die of it before the record is written
+    printf -v now '%(%Y-%m-%dT%H:%M:%S%z)T' -1
+    printf '{"exit_code": %d, "signal": %s, "ended_at": "%s"}\n' "$rc" "$sig" \
+        "${now:0:22}:${now:22}" >job_end.json
+}
+trap hpcprof_job_end EXIT
+trap 'hpcprof_signal=15; exit 143' TERM
+trap 'hpcprof_signal=2; exit 130' INT
+trap 'hpcprof_signal=1; exit 129' HUP
+
+# 1 node(s) x 2 rank(s) per node = 2 rank(s)
+mpiexec -n 2 \
+    python3 -m hpcprof_kit.apps.train --profile --compile
