@@ -113,6 +113,25 @@ def test_standin_tool_receives_exactly_your_extra_flags(words, tmp_path):
     assert not list(tmp_path.rglob("PWNED"))
 
 
+def test_the_ready_seqpar_ncu_script_profiles_rank_0s_gemm_kernels_with_the_roofline_set(tmp_path):
+    from hpcprof_kit.jobs.catalog import catalog_specs
+
+    spec = catalog_specs()["polaris/seqpar-ncu.sh"]
+    (tmp_path / "tracer.sh").write_text(spec.resolve().tracing.wrapper + "\n")
+    _fake_tool(tmp_path / "bin", "ncu")
+    env = {**os.environ, **spec.env, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+           "PMI_RANK": "0", "PALS_LOCAL_RANKID": "0", "HPCPROF_RUN_DIR": str(tmp_path / "run")}  # fmt: skip
+    env.pop("NCU_SET", None)
+    done = subprocess.run(["bash", "tracer.sh", "python3", "app.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert json.loads(done.stdout) == [
+        "--set", "roofline", "-k", "regex:gemm", "--profile-from-start", "off",
+        "-o", f"{tmp_path}/run/traces/ncu/run_%q{{PMI_RANK}}", "python3", "app.py",
+    ]  # fmt: skip
+    assert "export NCU_KERNEL=regex:gemm" in spec.render()
+    assert "--capture-steps 3-4" in spec.render()
+
+
 def test_capture_steps_reach_the_app_and_the_tool():
     spec = JobSpec(**POLARIS, example="seqpar", tracer="nsys", trace_all=True, capture_steps="3-4")
     script = spec.render()
