@@ -3,8 +3,8 @@ batch job will meet — in a clean login shell like a batch job's, not in your o
 
 One line per check, each OK, WARN or FAIL with the fix: the site modules load, the kit imports
 from the environment jobs activate, the venv was built on the module loaded now, the tracers
-resolve after their modules, the queue (or reservation) and the account are accepted, the
-filesystems exist.
+resolve after their modules (nsys and ncu with their version: the Nsight GUIs attendees need),
+the queue (or reservation) and the account are accepted, the filesystems exist.
 
 >>> from hpcprof_kit.preflight import login_shell_script
 >>> print(login_shell_script(["module load pti-gpu"], "command -v unitrace"))
@@ -33,6 +33,9 @@ FILESYSTEM_PATHS = {"home": "/home", "flare": "/lus/flare", "eagle": "/lus/eagle
                     "grand": "/lus/grand", "daos_user": ""}  # fmt: skip
 SITE_MODULE_FILE = "hpcprof-site-module"  # written into the venv by env/common/site_venv.sh
 _RESERVATION = re.compile(r"^[RS]\d+$")
+# The tools whose reports open in a GUI on the attendee's laptop, and that GUI's name.
+NSIGHT_GUIS = {"nsys": "Nsight Systems", "ncu": "Nsight Compute"}
+_VERSION = re.compile(r"\b(20\d\d\.\d+(?:\.\d+)*)")
 
 
 def login_shell_script(setup: list[str], body: str) -> str:
@@ -101,19 +104,56 @@ def check_venv_module(record: System, venv: str) -> Check:
     return Check("venv module", "ok", f"built on {built}, the module jobs load")
 
 
+def read_version(text: str) -> str | None:
+    """The version an Nsight tool's ``--version`` prints (year.release...), else None.
+
+    >>> read_version("NVIDIA Nsight Systems version 2024.5.1.113-245134619542v0")
+    '2024.5.1.113'
+    >>> read_version("NVIDIA (R) Nsight Compute Command Line Profiler\\n"
+    ...              "Copyright (c) 2018-2024 NVIDIA Corporation\\n"
+    ...              "Version 2024.3.2.0 (build 34861637) (public-release)")
+    '2024.3.2.0'
+    """
+    found = _VERSION.search(text)
+    return found.group(1) if found else None
+
+
+def _gui_rule(tool: str, where: str, version_text: str) -> Check:
+    """The attendees' Nsight GUI must be the site's version or newer: a GUI opens reports of its
+    own version and older ones."""
+    gui = NSIGHT_GUIS[tool]
+    version = read_version(version_text)
+    if version is None:
+        return Check(f"tracer {tool}", "warn", f"{where}; '{tool} --version' printed no version",
+                     f"run '{tool} --version' after the module and give attendees that version "
+                     f"of {gui}")  # fmt: skip
+    return Check(f"tracer {tool}", "ok",
+                 f"{where}, version {version}: attendees need {gui} {version} or newer on their "
+                 "laptops to open its reports")  # fmt: skip
+
+
 def check_tracer(record: System, tool: str) -> Check:
     module = module_for(record, tool)
     setup = list(record.setup_lines)
     if module is not None:
         setup += [f"module use {shlex.quote(module.use)}"] if module.use else []
         setup.append(f"module load {shlex.quote(module.name)}")
-    done = clean_login_shell(login_shell_script(setup, f"command -v {tool}"))
+    body = f"command -v {tool}" + (f" && {tool} --version 2>&1" if tool in NSIGHT_GUIS else "")
+    done = clean_login_shell(login_shell_script(setup, body))
     how = f"module {module.name}" if module else "the default environment"
     if done.returncode != 0:
         return Check(f"tracer {tool}", "fail", f"{tool} not found after {how}: {_last_error(done)}",
                      f"find its module with 'module spider {tool}' and update modules in "
                      f"{record.source}")  # fmt: skip
-    return Check(f"tracer {tool}", "ok", f"{done.stdout.strip()} (from {how})")
+    lines = done.stdout.strip().splitlines() or [""]
+    path = next((ln for ln in lines if ln.endswith(f"/{tool}")), lines[0])
+    version_text = "\n".join(ln for ln in lines if ln != path)
+    where = f"{path} (from {how})"
+    return (
+        _gui_rule(tool, where, version_text)
+        if tool in NSIGHT_GUIS
+        else Check(f"tracer {tool}", "ok", where)
+    )
 
 
 def check_queue(queue: str) -> Check:

@@ -1,6 +1,7 @@
 """``hpcprof-kit preflight`` against the site rehearsal's twin (a stand-in for an ALCF login node:
 Lmod, PBS Pro's qstat/pbs_rstat): a missing module, a kit that does not import in a clean shell
-and an unknown queue each give one FAIL line with the fix."""
+and an unknown queue each give one FAIL line with the fix; the Nsight tools' lines give their
+version (read from the real nsys too, where it is installed)."""
 
 from __future__ import annotations
 
@@ -68,10 +69,19 @@ def test_preflight_on_the_standin_reports_an_unknown_queue(tmp_path):
         "FAIL queue            qstat -Qf debgu: qstat: Unknown queue debgu -> fix: use a queue "
         "of 'qstat -Q', or the reservation's queue of 'pbs_rstat'"
     )
-    # Everything else is fine on this twin: nsys and ncu come with the default nvidia module.
+    # Everything else is fine on this twin: nsys and ncu come with the default nvidia module,
+    # and each line gives the version attendees' Nsight GUIs need (the stand-in's numbers).
     assert [ln[:4] for ln in lines if ln[5:].startswith(("modules", "kit", "tracer"))] == [
         "OK  "
     ] * 4
+    assert _line(lines, "tracer nsys").endswith(
+        "/nsys (from module nvidia), version 2024.5.1.113: attendees need Nsight Systems "
+        "2024.5.1.113 or newer on their laptops to open its reports"
+    )
+    assert _line(lines, "tracer ncu").endswith(
+        "/ncu (from module nvidia), version 2024.3.2.0: attendees need Nsight Compute 2024.3.2.0 "
+        "or newer on their laptops to open its reports"
+    )
 
 
 def test_preflight_knows_a_reservation_queue(tmp_path):
@@ -100,4 +110,37 @@ def test_preflight_takes_the_queue_and_project_of_the_workshop_file(tmp_path):
     assert _line(lines, "account") == (
         "WARN account          sbank is not on PATH; CLASS not checked -> fix: run preflight on "
         "an ALCF login node"
+    )
+
+
+def test_preflight_reads_the_version_of_the_real_nsys():
+    import shutil
+
+    from hpcprof_kit.preflight import check_tracer
+
+    from must_have import missing
+
+    if not shutil.which("nsys", path="/usr/bin:/bin"):  # the clean login shell's PATH
+        missing("nsys not found in /usr/bin: install Nsight Systems (.ci/run installs Debian's)")
+    printed = subprocess.run(["/usr/bin/nsys", "--version"], capture_output=True, text=True)
+    version = printed.stdout.split(" version ")[1].split("-")[0].strip()  # 2022.4.2.1-df9881f
+    line = check_tracer(load_system("slurm"), "nsys").line()  # Slurm's record: no module
+    assert line == (
+        f"OK   tracer nsys      /usr/bin/nsys (from the default environment), version {version}: "
+        f"attendees need Nsight Systems {version} or newer on their laptops to open its reports"
+    )
+
+
+@pytest.mark.parametrize(
+    "printed",
+    ["", "nsys: command wrapper\n", "NVIDIA Nsight Systems version unknown"],
+)
+def test_an_nsight_version_that_cannot_be_read_is_a_warning_with_the_fix(printed):
+    from hpcprof_kit.preflight import _gui_rule
+
+    check = _gui_rule("ncu", "/x/ncu (from module nvidia)", printed)
+    assert check.line() == (
+        "WARN tracer ncu       /x/ncu (from module nvidia); 'ncu --version' printed no version "
+        "-> fix: run 'ncu --version' after the module and give attendees that version of Nsight "
+        "Compute"
     )

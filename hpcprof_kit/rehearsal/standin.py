@@ -110,6 +110,15 @@ VALUE_OPTIONS = {
 }  # fmt: skip
 
 
+# What `nsys --version` and `ncu --version` print, in each tool's own layout (the numbers are
+# the stand-in's, not a site's).
+VERSION_TEXT = {
+    "nsys": f"NVIDIA Nsight Systems version 2024.5.1.113-standin ({TAG})",
+    "ncu": "NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2024 NVIDIA "
+           f"Corporation\nVersion 2024.3.2.0 (build standin) ({TAG})",
+}  # fmt: skip
+
+
 def _expand_q(text: str) -> str:
     """nsys/ncu's ``%q{VAR}``: the value of VAR in the tool's environment."""
     return re.sub(r"%q\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), text)
@@ -148,6 +157,9 @@ def _unitrace_trace(rank: int, pid: int, start_us: float, end_us: float, argv: l
 
 def vendor_tool(twin: Twin, tool: str, args: list[str]) -> int:
     """Run the command as the tool would, then leave the tool's output for this rank."""
+    if args == ["--version"] and tool in VERSION_TEXT:
+        print(VERSION_TEXT[tool])
+        return 0
     if tool == "nsys":
         if not args or args[0] != "profile":
             print(f"nsys {TAG}: only 'nsys profile ...' is modelled", file=sys.stderr)
