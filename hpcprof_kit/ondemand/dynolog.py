@@ -220,6 +220,8 @@ def dynolog_recipe(
         "# 1. In the job script, before the ranks start: one dynolog daemon per node.",
         f"mkdir -p \"$(dirname \"{log_file}\")\"",
         f"{start} dynolog --enable_ipc_monitor &",
+        "#    (With root, the daemon can be Dynolog's systemd service instead, with",
+        "#    --enable_ipc_monitor in /etc/dynolog.gflags; a job has no root, so it starts its own.)",
         *_env_lines(torch_version),
         "# 3. While the job trains, from a shell inside the job: check that the ranks registered,",
         "#    then trace every node.",
