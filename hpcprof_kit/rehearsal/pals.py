@@ -26,9 +26,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcprof_kit.rehearsal.twin import Twin
+from hpcprof_kit.rehearsal.twin import TAG, Twin
 
-TAG = "[site twin]"
 LAUNCH_VAR = "HPCPROF_TWIN_LAUNCH"
 # Options that take a value (long and short spellings), and flags.
 _VALUE = {"-n": "ranks", "--np": "ranks", "-np": "ranks", "-ppn": "ppn", "--ppn": "ppn",

@@ -20,9 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from hpcprof_kit.rehearsal.twin import Twin
-
-TAG = "[site twin]"
+from hpcprof_kit.rehearsal.twin import TAG, Twin
 
 
 # ---- Lmod's module command -----------------------------------------------------------------
@@ -226,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         from hpcprof_kit.rehearsal import pals
 
         return pals.mpiexec(twin, args) if tool == "mpiexec" else pals.rank(twin, args)
-    from hpcprof_kit.rehearsal import pbs
+    from hpcprof_kit.rehearsal import pbs, pbs_job_start
 
     handlers = {"qsub": pbs.qsub, "qstat": pbs.qstat, "qdel": pbs.qdel,
-                "pbs_rstat": pbs.pbs_rstat, "pbs-run": pbs.run_job}  # fmt: skip
+                "pbs_rstat": pbs.pbs_rstat, "pbs-run": pbs_job_start.run_job}  # fmt: skip
     if tool not in handlers:
         print(f"{TAG}: no stand-in named {tool!r}", file=sys.stderr)
         return 2

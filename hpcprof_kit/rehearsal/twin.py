@@ -34,6 +34,7 @@ LOG = "log.jsonl"
 # Stand-in programs on the twin's default PATH (login and compute nodes alike).
 CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "mpiexec")
 DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
+TAG = "[site twin]"  # how every stand-in of the twin names itself in what it prints
 
 
 @dataclass(frozen=True)
