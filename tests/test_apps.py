@@ -172,6 +172,19 @@ def test_a_second_run_never_overwrites_timings(tmp_path):
     assert json.loads(path.read_text())["timings"] == {}
 
 
+def test_an_app_that_meets_a_file_already_there_names_it_and_the_way_out(tmp_path, capsys):
+    from hpcprof_kit.apps._common import run_main
+
+    record = {"app": "seqpar", "rank": 0, "world_size": 1, "timings": {}}
+    write_timings(tmp_path, record)
+    assert run_main(lambda argv: write_timings(tmp_path, record) and 0, []) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'seqpar-0-of-1.json'} exists already and the kit never overwrites a "
+        "run's files; run into a fresh folder (a new job, or another --timings-dir or "
+        "--trace-dir)\n"
+    )
+
+
 def test_train_sizes_small_by_default_alcf_behind_a_flag():
     assert train.sizes(False)["encoder_layers"] == 1
     # the ATPESC guide: src (2048, 1, 512), tgt (2048, 20, 512), batch_size=32, Transformer defaults

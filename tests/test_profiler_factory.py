@@ -115,3 +115,39 @@ def test_compile_note_only_when_both_are_on(capsys):
     text = compile_note(True, True)
     assert "record_function ranges inside compiled regions are ignored" in text
     assert text in capsys.readouterr().err
+
+
+class _ExportsAfter:
+    """A finished profile whose export first lets ``other`` run: another rank exporting into the
+    same trace folder at that instant (the order a loaded machine gave, made certain here)."""
+
+    def __init__(self, prof, other):
+        self.prof, self.other = prof, other
+
+    def export_chrome_trace(self, path):
+        self.other()
+        self.prof.export_chrome_trace(path)
+
+    def key_averages(self):
+        return self.prof.key_averages()
+
+
+def test_two_ranks_exporting_at_once_into_one_folder_both_keep_their_trace(tmp_path):
+    import torch
+
+    from hpcprof_kit.profiling.factory import TraceWriter
+
+    profs = []
+    for _ in range(2):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(4).sum()
+        profs.append(prof)
+    traces, tables = tmp_path / "traces", tmp_path / "tables"
+    rank0, rank1 = (TraceWriter(traces, tables, "trace", r, 2, False, "self_cpu_time_total")
+                    for r in (0, 1))  # fmt: skip
+    # rank 1 writes its whole trace while rank 0 is between its folder and its export
+    rank0(_ExportsAfter(profs[0], lambda: rank1(profs[1])))
+    assert sorted(p.name for p in traces.iterdir()) == ["trace-0-of-2.json", "trace-1-of-2.json"]
+    for path in traces.iterdir():
+        assert json.loads(path.read_text())["traceEvents"]
+    assert sorted(p.name for p in tables.iterdir()) == ["trace-0-of-2.txt", "trace-1-of-2.txt"]

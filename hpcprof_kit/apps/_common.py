@@ -73,7 +73,9 @@ def run_main(body: Callable[[list[str] | None], int], argv: list[str] | None) ->
     try:
         return body(argv)
     except FileExistsError as exc:
-        print(f"error: {exc.filename} exists already; pick a fresh --timings-dir", file=sys.stderr)
+        print(f"error: {exc.filename} exists already and the kit never overwrites a run's "
+              "files; run into a fresh folder (a new job, or another --timings-dir or "
+              "--trace-dir)", file=sys.stderr)  # fmt: skip
         return 2
     except KitError as exc:
         print(f"error: {exc}", file=sys.stderr)

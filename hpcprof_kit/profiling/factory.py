@@ -17,9 +17,9 @@ trace.
 
 ``trace_dir`` defaults to ``$HPCPROF_RUN_DIR/traces`` (else ``./traces``); ``tables_dir`` to the
 ``tables/`` beside a folder named ``traces`` (a run directory's layout), else to ``tables/``
-inside the trace folder you gave (:func:`default_tables_dir`). Each file is written to a hidden
-``.partial/`` folder first and then renamed, so a rank that crashes while exporting never leaves
-a torn file and never touches the other ranks' files.
+inside the trace folder you gave (:func:`default_tables_dir`). Each file is written to the rank's
+hidden ``.partial-<rank>/`` folder first and then renamed, so a rank that crashes while exporting
+never leaves a torn file and never touches the other ranks' files.
 
 >>> import torch
 >>> prof = make_profiler(schedule={"wait": 0, "warmup": 1, "active": 1}, rank=0, world_size=1,
@@ -132,7 +132,9 @@ class TraceWriter:
     def __call__(self, prof: Any) -> None:
         name = self._free_name()
         self.cycle += 1
-        partial = self.trace_dir / ".partial"
+        # This rank's own hidden folder: another rank removing a shared one between this
+        # rank's mkdir and its export would lose this rank's trace.
+        partial = self.trace_dir / f".partial-{self.rank}"
         partial.mkdir(parents=True, exist_ok=True)
         tmp = partial / name
         prof.export_chrome_trace(str(tmp))
@@ -143,7 +145,7 @@ class TraceWriter:
         stem = name.split(".json")[0]
         table = summary_table(prof, self.sort_by, self.rows)
         (self.tables_dir / f"{stem}.txt").write_text(table)
-        with contextlib.suppress(OSError):  # another rank may still be exporting into it
+        with contextlib.suppress(OSError):  # a second writer of this rank may be using it
             partial.rmdir()
         if self.then is not None:
             self.then(prof)
