@@ -6,6 +6,9 @@ ended on the command's 143 before its TERM trap ran, and the record named no sig
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import subprocess
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import pytest
 
 from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.jobs.backends.outcome import read_job_end
+
+from slurm_cluster import _until
 
 
 def trap_block() -> str:
@@ -47,3 +52,35 @@ def test_the_record_names_the_signal_or_says_none_came(tmp_path: Path, body, cod
     assert "signal" in raw and raw["signal"] == sig  # null when none came
     record = read_job_end(tmp_path)
     assert (record.exit_code, record.signal) == (code, sig)
+
+
+def test_a_second_sigterm_while_the_record_is_written_does_not_lose_it(tmp_path: Path):
+    """The scheduler's SIGTERM reaches the script more than once (mpiexec and timeout forward
+    it): one that lands while the EXIT trap writes the record must not end the shell first
+    (seen under load: a cancelled job's record was missing). The record is a FIFO here, so the
+    trap waits in its open() (Linux: wait_for_partner) until the test has sent that signal."""
+    script = tmp_path / "job.sh"
+    script.write_text(trap_block() + "exit 0\n")
+    record = tmp_path / "job_end.json"
+    os.mkfifo(record)
+    shell = subprocess.Popen(["bash", str(script)], cwd=tmp_path)
+    try:
+        wchan = Path(f"/proc/{shell.pid}/wchan")
+        reached, _ = _until(wchan.read_text, lambda s: s == "wait_for_partner", timeout=30)
+        assert reached, "the script's EXIT trap never opened job_end.json"
+        shell.send_signal(signal.SIGTERM)
+        fd = os.open(record, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            data = b""
+            while not data.endswith(b"\n"):
+                ready, _, _ = select.select([fd], [], [], 30)
+                assert ready, "the script ended without writing its record"
+                chunk = os.read(fd, 256)
+                assert chunk, f"the script closed job_end.json after {data!r}"
+                data += chunk
+        finally:
+            os.close(fd)
+        assert shell.wait(timeout=30) == 0
+    finally:
+        shell.kill()
+    assert json.loads(data)["exit_code"] == 0

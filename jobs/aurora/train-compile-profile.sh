@@ -21,6 +21,7 @@ mkdir -p traces tables timings
 hpcprof_signal=""
 hpcprof_job_end() {
     local rc=$? sig=null now
+    trap '' TERM INT HUP  # a second signal (a launcher forwarding one) must not cut it short
     # the trap's signal; else the one the exit code names (the scheduler's SIGTERM can reach
     # the command before this shell, which then ends on the command's 128+N before its trap)
     if [[ -n "$hpcprof_signal" ]]; then
