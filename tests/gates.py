@@ -33,21 +33,8 @@ class Gate:
 
     def wait_started(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Block until the job has written ``started`` (AssertionError after ``timeout`` s)."""
-        fd = os.open(self.started, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            # Until a writer opens the pipe, select() does not report it readable.
-            ready, _, _ = select.select([fd], [], [], timeout)
-            assert ready, f"the job did not start within {timeout:g} s ({self.started})"
-            data = b""
-            while not data.endswith(b"\n"):
-                ready, _, _ = select.select([fd], [], [], timeout)
-                assert ready, f"the job started but said nothing within {timeout:g} s"
-                chunk = os.read(fd, 64)
-                assert chunk, f"the job closed {self.started} without saying 'started'"
-                data += chunk
-            assert data == b"started\n", data
-        finally:
-            os.close(fd)
+        data = read_line(self.started, timeout)
+        assert data == b"started\n", data
 
     def release(self, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Let the job go on (AssertionError if it is not waiting within ``timeout`` s)."""
@@ -60,3 +47,23 @@ class Gate:
 
         threading.Thread(target=let_go, daemon=True).start()
         assert opened.wait(timeout), f"the job was not waiting on {self.go} within {timeout:g} s"
+
+
+def read_line(fifo: Path, timeout: float = DEFAULT_TIMEOUT_S) -> bytes:
+    """The first line a writer puts into ``fifo``, newline included (AssertionError when none
+    opens it, or it says nothing or closes it early, within ``timeout`` s)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        # Until a writer opens the pipe, select() does not report it readable.
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"nothing opened {fifo} within {timeout:g} s"
+        data = b""
+        while not data.endswith(b"\n"):
+            ready, _, _ = select.select([fd], [], [], timeout)
+            assert ready, f"{fifo} was opened but said nothing within {timeout:g} s"
+            chunk = os.read(fd, 256)
+            assert chunk, f"{fifo} was closed after {data!r}"
+            data += chunk
+        return data
+    finally:
+        os.close(fd)

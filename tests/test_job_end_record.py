@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from hpcprof_kit.jobs import JobSpec
 from hpcprof_kit.jobs.backends.outcome import read_job_end
 
+from gates import read_line
 from slurm_cluster import _until
 
 
@@ -69,17 +69,7 @@ def test_a_second_sigterm_while_the_record_is_written_does_not_lose_it(tmp_path:
         reached, _ = _until(wchan.read_text, lambda s: s == "wait_for_partner", timeout=30)
         assert reached, "the script's EXIT trap never opened job_end.json"
         shell.send_signal(signal.SIGTERM)
-        fd = os.open(record, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            data = b""
-            while not data.endswith(b"\n"):
-                ready, _, _ = select.select([fd], [], [], 30)
-                assert ready, "the script ended without writing its record"
-                chunk = os.read(fd, 256)
-                assert chunk, f"the script closed job_end.json after {data!r}"
-                data += chunk
-        finally:
-            os.close(fd)
+        data = read_line(record, timeout=30)
         assert shell.wait(timeout=30) == 0
     finally:
         shell.kill()
