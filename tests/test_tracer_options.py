@@ -125,10 +125,10 @@ def test_the_ready_seqpar_ncu_script_profiles_rank_0s_gemm_kernels_with_the_roof
     done = subprocess.run(["bash", "tracer.sh", "python3", "app.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert json.loads(done.stdout) == [
-        "--set", "roofline", "-k", "regex:gemm", "--profile-from-start", "off",
+        "--set", "roofline", "-k", "regex:gemm|nvjet", "--profile-from-start", "off",
         "-o", f"{tmp_path}/run/traces/ncu/run_%q{{PMI_RANK}}", "python3", "app.py",
     ]  # fmt: skip
-    assert "export NCU_KERNEL=regex:gemm" in spec.render()
+    assert "export NCU_KERNEL='regex:gemm|nvjet'" in spec.render()
     assert "--capture-steps 3-4" in spec.render()
 
 

@@ -69,7 +69,7 @@ export FI_CXI_DISABLE_HOST_REGISTER=1
 export FI_MR_CACHE_MONITOR=userfaultfd
 export FI_CXI_DEFAULT_CQ_SIZE=131072
 export OMP_NUM_THREADS=8
-export NCU_KERNEL=regex:gemm
+export NCU_KERNEL='regex:gemm|nvjet'
 
 # Vendor tracer wrapper (ncu): traces local rank 0 of every node (rank 0); runs the others plainly.
 cat > "$HPCPROF_RUN_DIR/tracer.sh" <<'HPCPROF_TRACER_EOF'
