@@ -66,7 +66,7 @@ def test_raw_page_without_roofline_metrics_is_refused():
     raw = read_ncu_raw(
         '"ID","Kernel Name","gpu__time_duration.sum"\n"","","usecond"\n"0","k","5"\n'
     )
-    with pytest.raises(TraceFormatError, match=r"no roofline metrics: expected \['sm__sass"):
+    with pytest.raises(TraceFormatError, match=r"no roofline metrics: expected \['smsp__sass"):
         roofline_table(raw)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcprof_kit.nsight.ncu import read_ncu_details, read_ncu_raw, roofline_table
+from hpcprof_kit.nsight.ncu import read_ncu_details, read_ncu_raw, read_ncu_rules, roofline_table
 from hpcprof_kit.nsight.plan import NcuPlan, choose_set, ncu_plan
 from hpcprof_kit.nsight.stats import (
     COLUMNS,
@@ -53,6 +53,7 @@ __all__ = [
     "rank_reports",
     "read_ncu_details",
     "read_ncu_raw",
+    "read_ncu_rules",
     "read_stats",
     "report_for",
     "roofline_table",
