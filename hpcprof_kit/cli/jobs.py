@@ -169,6 +169,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import submit
+    from hpcprof_kit.jobs.explain import missing_report
 
     with _warnings_as_lines("submit"):
         job = submit(_spec(args), backend=args.backend)
@@ -177,6 +178,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.wait:
         state = job.wait(progress=sys.stderr.isatty())
         print(f"state: {state} (exit code {job.exit_code})")
+        if state == "COMPLETED" and (note := missing_report(job)) is not None:
+            print(note)
         return 0 if state == "COMPLETED" else 1
     return 0
 

@@ -4,7 +4,8 @@
 ``explain(job)``: the state, the exit code and signal from the job's own record, the last
 lines of its stderr, the scheduler's own reason (Slurm's ``Reason``, PBS's ``comment``) and
 the next step in plain words. A job still waiting or running is left alone: wait again, or
-stop it with ``job.cancel()``.
+stop it with ``job.cancel()``. A job that COMPLETED under a vendor tracer (nsys, ncu,
+unitrace) that wrote no report gets ``missing_report(job)``: what the tool said, and why.
 
 >>> from hpcprof_kit.jobs import JobSpec, submit
 >>> job = submit(JobSpec(system="local", command=["bash", "-c", "echo 'no such file' >&2; exit 3"],
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
-__all__ = ["ADVICE", "explain", "scheduler_meaning", "wait_for"]
+__all__ = ["ADVICE", "explain", "missing_report", "scheduler_meaning", "wait_for"]
 
 STDERR_LINES = 10  # how many of the last stderr lines explain() shows
 
@@ -52,6 +53,27 @@ ADVICE = {
     ),
 }
 NEEDS_RUN = "The cells below read this run's outputs: run them once the job has COMPLETED."
+
+# Why a vendor tracer leaves no report although the job ran to its end, per tool.
+NO_REPORT = {
+    "ncu": (
+        "ncu records only the kernels its filter matches (NCU_KERNEL={kernel}), and none "
+        "did: either their names differ on this GPU and dtype (on an H100 cuBLAS's bf16 GEMMs "
+        "are nvjet_sm90_*, not *gemm*) or the app ran no GPU kernel at all (see the device in "
+        "its output); take a name from an nsys run's kernel summary (hpcprof-kit ncu-plan "
+        "RUN_DIR) or widen the regex, e.g. env={{'NCU_KERNEL': 'regex:gemm|nvjet'}}, and "
+        "submit again"
+    ),
+    "nsys": (
+        "with capture_steps, nsys records only between the app's cudaProfilerStart and Stop: "
+        "check that the steps exist (the run has that many), and read the tool's lines above"
+    ),
+    "unitrace": (
+        "with capture_steps, unitrace records only inside the app's capture region: check that "
+        "the steps exist, and read the tool's lines above"
+    ),
+}
+TOOL_LINE_MARKS = ("==WARNING==", "==ERROR==")  # ncu's own warning and error lines
 
 # The scheduler reasons a learner meets most, in plain words (Slurm: squeue(1) "JOB REASON
 # CODES"; PBS: the scheduler's job comment).
@@ -142,13 +164,50 @@ def explain(job) -> str:
         lines.append("  stderr is empty")
     if state in ADVICE:
         lines.append(f"  what to do: {ADVICE[state]}")
+    elif state == "COMPLETED" and (note := missing_report(job)) is not None:
+        lines.append(note)
     if state != "COMPLETED":
         lines.append(NEEDS_RUN)
     return "\n".join(lines)
 
 
+def missing_report(job) -> str | None:
+    """For a job run under a vendor tracer whose ``traces/<tool>/`` holds no file: what the
+    tool said in the job's output and what to do; None when there is a report, or no tracer.
+
+    A filter that matches no kernel leaves ncu nothing to record, yet the application ends
+    normally and so does the job: COMPLETED, with no report to open.
+    """
+    try:
+        spec = job.run.spec()
+    except (OSError, ValueError):
+        return None
+    tool = getattr(spec, "tracer", None)
+    if not tool:
+        return None
+    folder = job.run_dir / "traces" / tool
+    if folder.is_dir() and any(p.is_file() for p in folder.rglob("*")):
+        return None
+    said = [
+        line.strip()
+        for stream in ("stdout", "stderr")
+        for line in job.tail(400, stream).splitlines()
+        if any(mark in line for mark in TOOL_LINE_MARKS)
+    ]
+    kernel = (spec.env or {}).get("NCU_KERNEL")
+    kernel = repr(kernel) if kernel else "as the job's environment set it, if at all"
+    lines = [f"  no {tool} report: traces/{tool}/ is empty in {job.run_dir}"]
+    if said:
+        lines.append(f"  {tool} said:")
+        lines.extend(f"    | {line}" for line in said[-5:])
+    why = NO_REPORT.get(tool, "read the tool's lines in the output (job.tail(50))")
+    lines.append("  what to do: " + why.format(kernel=kernel))
+    return "\n".join(lines)
+
+
 def wait_for(job, timeout: float | None = 600, progress: bool = True) -> str:
-    """Wait for ``job`` (up to ``timeout`` s); unless it COMPLETED, print ``explain(job)``.
+    """Wait for ``job`` (up to ``timeout`` s); unless it COMPLETED, print ``explain(job)``;
+    if it COMPLETED under a vendor tracer that wrote no report, print ``missing_report(job)``.
 
     Returns the state, as ``job.wait()`` does. A job still QUEUED or RUNNING at the timeout
     keeps its place: wait again, or stop it with ``job.cancel()``.
@@ -161,4 +220,6 @@ def wait_for(job, timeout: float | None = 600, progress: bool = True) -> str:
     state = job.wait(timeout=timeout, progress=progress)
     if state != "COMPLETED":
         print(explain(job))
+    elif (note := missing_report(job)) is not None:
+        print(f"job {job.job_id} COMPLETED\n{note}")
     return state
