@@ -139,3 +139,13 @@ def test_rules_of_an_export_without_rule_columns_are_an_empty_table():
     text = (FIXTURES / "documented_ncu_details_2023.csv").read_text()
     rules = read_ncu_rules(text)
     assert rules.empty and rules.columns[:3].tolist() == ["id", "name", "section"]
+
+
+def test_the_shipped_samples_are_these_recordings_and_a_bad_page_is_refused():
+    from hpcprof_kit.errors import SpecError
+    from hpcprof_kit.nsight import sample_ncu_export
+
+    assert sample_ncu_export("raw") == export("seqpar_bf16_roofline_raw")
+    assert sample_ncu_export("details") == export("train_detailed_details")
+    with pytest.raises(SpecError, match=r"page 'source' has no sample export; use one of"):
+        sample_ncu_export("source")

@@ -40,10 +40,40 @@ def sample_kernel_summary():
     return read_stats(text, "kernels", where="the sample kernel summary")
 
 
+# Two real Nsight Compute exports, recorded on an H100 (see samples/README.md), by page.
+NCU_SAMPLES = {
+    "raw": "h100_seqpar_bf16_ncu_raw.csv.gz",
+    "details": "h100_train_fp32_ncu_details.csv.gz",
+}
+
+
+def sample_ncu_export(page: str = "raw") -> str:
+    """A real ``ncu --csv --page raw|details`` export, recorded on an H100 (``samples/README.md``):
+    ncu's numbers and advice on a machine without a GPU.
+
+    >>> raw = read_ncu_raw(sample_ncu_export("raw"))
+    >>> raw["name"].str[:10].tolist()
+    ['nvjet_sm90', 'nvjet_sm90', 'nvjet_sm90', 'nvjet_sm90']
+    """
+    import gzip
+
+    from hpcprof_kit.errors import SpecError
+
+    if page not in NCU_SAMPLES:
+        raise SpecError(
+            f"page {page!r} has no sample export; use one of {sorted(NCU_SAMPLES)} "
+            "(ncu --csv --page raw|details)"
+        )
+    with gzip.open(SAMPLES / NCU_SAMPLES[page], "rt", encoding="utf-8") as fh:
+        return fh.read()
+
+
 __all__ = [
     "COLUMNS",
+    "NCU_SAMPLES",
     "SAMPLES",
     "sample_kernel_summary",
+    "sample_ncu_export",
     "REPORTS",
     "NcuPlan",
     "by_name",
