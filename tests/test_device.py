@@ -12,9 +12,18 @@ from hpcprof_kit import device
 from hpcprof_kit.errors import DeviceError
 
 
-def test_this_machine_detects_cpu(monkeypatch):
+def test_this_machine_detects_the_device_torch_sees(monkeypatch):
+    # the CPU on the laptop and in CI; cuda on a GPU node (checked on an H100: docs/gpu-check.md)
+    import torch
+
     monkeypatch.delenv("HPCPROF_DEVICE", raising=False)
-    assert device.detect() == "cpu" and device.device_count() == 1
+    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
+    if xpu or torch.cuda.is_available():
+        kind = "xpu" if xpu else "cuda"
+        assert device.detect() == kind
+        assert device.device_count() == getattr(torch, kind).device_count() >= 1
+    else:
+        assert device.detect() == "cpu" and device.device_count() == 1
 
 
 def test_override_by_environment_and_bad_value_names_the_variable(monkeypatch):
