@@ -194,6 +194,7 @@ def test_single_process_context_restores_rendezvous_vars(monkeypatch):
         "OMPI_COMM_WORLD_RANK",
     ):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HPCPROF_DEVICE", "cpu")  # gloo on a GPU node too (one GPU: nccl, cuda:0)
     import torch.distributed as tdist
 
     before = os.environ.get("MASTER_PORT")
