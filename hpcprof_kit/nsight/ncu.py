@@ -130,13 +130,19 @@ def _rows(text: str, where: str, required: tuple[str, ...]) -> tuple[list[str], 
     return header, rows[1:]
 
 
-def read_ncu_details(text: str, where: str = "ncu --page details CSV") -> pd.DataFrame:
-    """``ncu --csv --page details``: one row per (launch, section, metric), value numeric."""
+def _details_page(text: str, where: str) -> pd.DataFrame:
+    """The details page as text cells, ncu's own column names."""
     import pandas as pd
 
     header, body = _rows(text, where, ("ID", "Kernel Name", *DETAILS))
+    return pd.DataFrame([dict(zip(header, row, strict=False)) for row in body], columns=header)
+
+
+def read_ncu_details(text: str, where: str = "ncu --page details CSV") -> pd.DataFrame:
+    """``ncu --csv --page details``: one row per (launch, section, metric), value numeric."""
+    table = _details_page(text, where)
+    header = list(table.columns)
     names = {h: IDENTITY.get(h, DETAILS.get(h)) for h in header}
-    table = pd.DataFrame([dict(zip(header, row, strict=False)) for row in body], columns=header)
     table = table[table["Metric Name"] != ""]  # rule rows: read_ncu_rules
     table = table[[h for h in header if names[h]]].rename(columns=names).reset_index(drop=True)
     scaled = [unit_scale(u) for u in table["unit"]]
@@ -154,11 +160,10 @@ def read_ncu_rules(text: str, where: str = "ncu --page details CSV") -> pd.DataF
     """
     import pandas as pd
 
-    header, body = _rows(text, where, ("ID", "Kernel Name", *DETAILS))
+    table = _details_page(text, where)
     columns = ["id", "name", *RULES.values()]
-    if "Rule Name" not in header:
+    if "Rule Name" not in table.columns:
         return pd.DataFrame(columns=columns)
-    table = pd.DataFrame([dict(zip(header, row, strict=False)) for row in body], columns=header)
     table = table[(table["Rule Name"] != "") & (table["Metric Name"] == "")]
     table = table.rename(columns={**IDENTITY, **RULES}).reindex(columns=columns).fillna("")
     table["id"] = table["id"].astype("int64")
@@ -196,35 +201,42 @@ def _first(raw: pd.DataFrame, names: tuple[str, ...]) -> str | None:
     return next((n for n in names if n in raw.columns), None)
 
 
-def _tensor_rows(raw: pd.DataFrame) -> list[pd.DataFrame]:
-    """Tensor-core rows of :func:`roofline_table`, one per input type (and sparsity) that worked:
-    the operations of every instruction kind summed, under the highest of their peaks."""
-    import pandas as pd
-
+def _tensor_work(raw: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
+    """Tensor-core (label, FLOP/s, peak FLOP/s), one per input type (and sparsity): the
+    operations of every instruction kind summed, under the highest of their peaks."""
     groups: dict[str, list[str]] = {}
     for column in raw.columns:
         m = _TENSOR.match(column)
         if m and column.replace(*_TENSOR_PEAK) in raw.columns:
             label = f"tensor {m['src']}" + (" sparse" if m["sparsity"] == "on" else "")
             groups.setdefault(label, []).append(column)
-    if DRAM_BYTES_PER_S not in raw.columns:
-        return []
-    bw_peak = (
-        raw[DRAM_PEAK[0]] * raw[DRAM_PEAK[1]]
-        if all(m in raw.columns for m in DRAM_PEAK)
-        else float("nan")
-    )
-    parts = []
-    for label, columns in sorted(groups.items()):
-        part = pd.DataFrame({
-            "id": raw["id"], "name": raw["name"], "precision": label,
-            "flop_per_s": raw[columns].sum(axis=1), "dram_bytes_per_s": raw[DRAM_BYTES_PER_S],
-            "peak_flop_per_s": raw[[c.replace(*_TENSOR_PEAK) for c in columns]].max(axis=1),
-            "peak_bytes_per_s": bw_peak,
-        })  # fmt: skip
-        part["intensity"] = part["flop_per_s"] / part["dram_bytes_per_s"]
-        parts.append(part[part["flop_per_s"] > 0])
-    return parts
+    return [
+        (
+            label,
+            raw[columns].sum(axis=1),
+            raw[[c.replace(*_TENSOR_PEAK) for c in columns]].max(axis=1),
+        )
+        for label, columns in sorted(groups.items())
+    ]
+
+
+def _pipe_work(raw: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series | float]]:
+    """FP-pipe (precision, FLOP/s, peak FLOP/s) from the thread instructions per cycle."""
+    cycles = _first(raw, CYCLES_PER_S)
+    work = []
+    for precision, p in PRECISIONS.items():
+        ops = [
+            _first(raw, tuple(_ACHIEVED.format(unit=u, p=p, op=op) for u in ("smsp", "sm")))
+            for op in ("add", "mul", "fma")
+        ]
+        if None in ops or cycles is None:
+            continue
+        k_add, k_mul, k_fma = FLOP_PER_INST[p]
+        flops = (k_add * raw[ops[0]] + k_mul * raw[ops[1]] + k_fma * raw[ops[2]]) * raw[cycles]
+        peak_fma = _PEAK.format(p=p)
+        peak = k_fma * raw[peak_fma] * raw[cycles] if peak_fma in raw.columns else float("nan")
+        work.append((precision, flops, peak))
+    return work
 
 
 def roofline_table(raw: pd.DataFrame) -> pd.DataFrame:
@@ -240,32 +252,21 @@ def roofline_table(raw: pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
-    cycles = _first(raw, CYCLES_PER_S)
     rows = []
-    for precision, p in PRECISIONS.items():
-        ops = [
-            _first(raw, tuple(_ACHIEVED.format(unit=u, p=p, op=op) for u in ("smsp", "sm")))
-            for op in ("add", "mul", "fma")
-        ]
-        if None in ops or cycles is None or DRAM_BYTES_PER_S not in raw.columns:
-            continue
-        k_add, k_mul, k_fma = FLOP_PER_INST[p]
-        flops = (k_add * raw[ops[0]] + k_mul * raw[ops[1]] + k_fma * raw[ops[2]]) * raw[cycles]
-        peak_fma = _PEAK.format(p=p)
-        peak = k_fma * raw[peak_fma] * raw[cycles] if peak_fma in raw.columns else float("nan")
+    if DRAM_BYTES_PER_S in raw.columns:
         bw_peak = (
             raw[DRAM_PEAK[0]] * raw[DRAM_PEAK[1]]
             if all(m in raw.columns for m in DRAM_PEAK)
             else float("nan")
         )
-        part = pd.DataFrame({
-            "id": raw["id"], "name": raw["name"], "precision": precision,
-            "flop_per_s": flops, "dram_bytes_per_s": raw[DRAM_BYTES_PER_S],
-            "peak_flop_per_s": peak, "peak_bytes_per_s": bw_peak,
-        })  # fmt: skip
-        part["intensity"] = part["flop_per_s"] / part["dram_bytes_per_s"]
-        rows.append(part[part["flop_per_s"] > 0])
-    rows += _tensor_rows(raw)
+        for precision, flops, peak in [*_pipe_work(raw), *_tensor_work(raw)]:
+            part = pd.DataFrame({
+                "id": raw["id"], "name": raw["name"], "precision": precision,
+                "flop_per_s": flops, "dram_bytes_per_s": raw[DRAM_BYTES_PER_S],
+                "peak_flop_per_s": peak, "peak_bytes_per_s": bw_peak,
+            })  # fmt: skip
+            part["intensity"] = part["flop_per_s"] / part["dram_bytes_per_s"]
+            rows.append(part[part["flop_per_s"] > 0])
     if not rows:
         expected = [_ACHIEVED.format(unit="smsp", p="f", op=op) for op in ("add", "mul", "fma")]
         raise TraceFormatError(
