@@ -64,6 +64,7 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
         # the run's report: findings, then tabs; only the first pane is drawn until opened
         Shows("report.show()", widgets=1, images=1, via="widget"),
     ),
+    "06_vendor_profilers": (Shows("plot_roofline(roof)", images=1, via="html"),),
     "07_affinity_exercise": (
         Shows("draw_plan(aurora)", images=1, via="png"),
         Shows("draw_plan(depth8)", images=1, via="png"),
@@ -76,7 +77,7 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
 # The notebooks that show only text and tables: they run in the browser too (no error output,
 # a screenshot each), expected to show no widget and no picture.
 TEXT_ONLY: tuple[str, ...] = (
-    "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi", "06_vendor_profilers",
+    "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi",
 )  # fmt: skip
 ALL_NOTEBOOKS: tuple[str, ...] = tuple(sorted((*NOTEBOOKS, *TEXT_ONLY)))
 
