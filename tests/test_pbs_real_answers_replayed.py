@@ -69,10 +69,11 @@ def server(tmp_path, monkeypatch, real_jobs):
     qstat.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
-    def serve(history: str = "on", **changes: dict) -> None:
+    def serve(history: str = "on", added: dict | None = None, **changes: dict) -> None:
         jobs = json.loads(json.dumps(real_jobs))
         for job_id, change in changes.items():
             jobs["Jobs"][job_id.replace("_", ".")].update(change)
+        jobs["Jobs"].update(added or {})
         (tmp_path / "jobs.json").write_text(json.dumps(jobs))
         monkeypatch.setenv("REPLAY_JOBS", str(tmp_path / "jobs.json"))
         monkeypatch.setenv("REPLAY_HISTORY", history)

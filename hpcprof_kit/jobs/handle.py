@@ -26,6 +26,7 @@ from hpcprof_kit.jobs.backends import (
     Status,
     get_backend,
 )
+from hpcprof_kit.jobs.backends.pbs_outcome import in_turn
 from hpcprof_kit.jobs.progress import progress_display, read_progress
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
@@ -68,7 +69,8 @@ class Job:
 
     @property
     def state(self) -> str:
-        """QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT or LOST (polled unless final)."""
+        """QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, LOST or NOT_STARTED (polled
+        unless final)."""
         return self.refresh()
 
     @property
@@ -136,19 +138,26 @@ class Job:
         with path.open(errors="replace") as fh:
             return "".join(deque(fh, maxlen=n)).rstrip("\n")
 
-    def cancel(self) -> str:
+    def cancel(self, whole_job: bool = False) -> str:
         """Cancel the job if it has not ended; returns the state afterwards.
 
         A LOST job is refused with the reason (its process or record is gone, and the kit
-        signals nothing it cannot prove is the job).
+        signals nothing it cannot prove is the job). A sweep variant that shares one PBS job
+        with others (variants in turn) is skipped alone before its turn; once it has begun,
+        only ``whole_job=True`` deletes the job, and with it the other variants' turns (a
+        SubmitError says which, otherwise).
         """
         state = self.refresh()
         if state == "LOST":
             note = self.run.manifest().get("note", "")
             raise SubmitError(f"cannot cancel {self.job_id} ({self.run_dir.name}): LOST, {note}")
-        if state in FINAL_STATES:
+        shared = whole_job and self.backend.name == "pbs" and in_turn(self.run.manifest())
+        if shared:  # this variant may have ended; the job it shares may not have
+            self.backend.cancel(self.run_dir, self.job_id, whole_job=True)  # type: ignore[call-arg]
+        elif state in FINAL_STATES:
             return state
-        self.backend.cancel(self.run_dir, self.job_id)
+        else:
+            self.backend.cancel(self.run_dir, self.job_id)
         deadline = time.monotonic() + 30
         state = self.refresh()
         while state not in FINAL_STATES and time.monotonic() < deadline:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.jobs.backends.pbs_outcome import TURN
 from hpcprof_kit.jobs.queues import walltime_seconds
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
@@ -169,8 +170,13 @@ def _sequence_body(sweep: Any, run_dirs: Sequence[str]) -> list[str]:
         why = ["# One variant to run: a plain job (a PBS Pro array holds at least two indices)."]
     return [
         *why,
+        "# Each variant claims its turn file first (created once): one the user cancelled",
+        "# before its turn holds 'skipped' and is passed over; the others still run.",
         "rc=0",
         "for run_dir in " + " ".join(shlex.quote(d) for d in run_dirs) + "; do",
+        f'    if ! (set -C; echo started >"$run_dir/{TURN}") 2>/dev/null; then',
+        '        echo "skipped $run_dir: cancelled before its turn"; continue',
+        "    fi",
         '    (export HPCPROF_RUN_DIR="$run_dir"; cd "$run_dir" && bash job.sh >stdout 2>stderr)'
         " || rc=1",
         "done",
@@ -221,7 +227,7 @@ def submit_array(sweep: Any, todo: Sequence[Any], backend: str,
     job_id = done.stdout.strip().split(";")[0]
     for v, run in zip(todo, runs, strict=True):
         own = job_id if sequence else _element(backend, job_id, v.index)
-        run.update(job_id=own, state="QUEUED", array_job_id=job_id)
+        run.update(job_id=own, state="QUEUED", array_job_id=job_id, in_turn=sequence)
         sweep.mark(v.index, job_id=own, state="QUEUED", script=name)
     return job_id
 

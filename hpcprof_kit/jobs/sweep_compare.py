@@ -130,7 +130,7 @@ def variant_row(sweep: Any, entry: dict[str, Any],
     row: dict[str, Any] = {"variant": entry["index"], **entry["values"],
                            "state": entry.get("state", "NEW"), "run_dir": entry.get("run_dir")}  # fmt: skip
     row.update(dict.fromkeys(SHARES, NAN), breakdown_from="", throughput=NAN, throughput_unit="")
-    if timings is None:  # a failed variant wrote no timings: its row says its state only
+    if timings is None:  # a variant that did not complete: its row says its state only
         return row, []
     run_dir = sweep.path / entry["run_dir"]
     try:
@@ -156,10 +156,14 @@ def compare_sweep(sweep: Any, write: bool = True) -> pd.DataFrame:
         raise SpecError("this sweep has not run yet; call run() first, then compare()")
     sweep.refresh()
     entries = sweep.record()["variants"]
-    tables = all_timings([sweep.path / e["run_dir"] for e in entries if e.get("run_dir")])
+    # Only a variant that completed has timings to show: a failed or cut-short one may have
+    # written some steps before it ended, which would read as its step time.
+    done = [e for e in entries if e.get("run_dir") and e.get("state") == "COMPLETED"]
+    tables = all_timings([sweep.path / e["run_dir"] for e in done])
     rows, samples = [], {}
     for entry in entries:
-        row, steps = variant_row(sweep, entry, tables.get(entry.get("run_dir") or ""))
+        own = tables.get(entry.get("run_dir") or "") if entry in done else None
+        row, steps = variant_row(sweep, entry, own)
         rows.append(row)
         if len(steps) >= MIN_SAMPLES:
             samples[str(row["variant"])] = steps  # compare_variants names variants by text
@@ -220,7 +224,8 @@ def plot_sweep(table: pd.DataFrame) -> Plot:
 
     shown = table[["step_median_ms", "step_p10_ms", "step_p90_ms", "outlier", "state"]]
     labels = [" ".join(f"{_short(c)}={table.at[i, c]}" for c in table.columns
-                       if c not in _NOT_FIELDS) for i in table.index]  # fmt: skip
+                       if c not in _NOT_FIELDS) + _unless_completed(table.at[i, "state"])
+              for i in table.index]  # fmt: skip
     x = np.arange(len(shown))
     med = shown["step_median_ms"].to_numpy(dtype=float)
     err = np.vstack([med - shown["step_p10_ms"].to_numpy(dtype=float),
@@ -235,6 +240,15 @@ def plot_sweep(table: pd.DataFrame) -> Plot:
     fig.tight_layout()
     plt.close(fig)
     return Plot(fig, shown.assign(label=labels))
+
+
+def _unless_completed(state: str) -> str:
+    """A variant with no step time says why under its tick (``(NOT_STARTED)``, ``(FAILED)``).
+
+    >>> _unless_completed("COMPLETED"), _unless_completed("NOT_STARTED")
+    ('', '\\n(NOT_STARTED)')
+    """
+    return "" if state == "COMPLETED" else f"\n({state})"
 
 
 def _short(column: str) -> str:

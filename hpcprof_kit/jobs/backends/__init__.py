@@ -23,9 +23,11 @@ from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.systems import System
 
 # LOST: the job's process or scheduler record is gone and the job left no exit record; the
-# manifest's note says which.
-STATES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST")
-FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST"})
+# manifest's note says which. NOT_STARTED: a sweep variant whose job ended (or was deleted)
+# before the variant's script began: no record, no output; a sweep's --resume runs it.
+STATES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST",
+          "NOT_STARTED")  # fmt: skip
+FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST", "NOT_STARTED"})
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub", "local": "bash"}
 CANCEL_MARK = "cancel_requested"  # written by the kit before it cancels, so the reason survives
 # A scheduler command that has not answered in this long counts as "not answering".

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import (
     CANCEL_MARK,
     COMMAND_TIMEOUT_S,
@@ -25,12 +26,20 @@ from hpcprof_kit.jobs.backends import (
 )
 from hpcprof_kit.jobs.backends.outcome import (
     ENDED,
+    JOB_END,
     decided_by_record,
     from_exit_code,
-    judge,
     read_job_end,
     signal_note,
 )
+from hpcprof_kit.jobs.backends.pbs_outcome import (
+    claim_turn,
+    gather,
+    in_turn,
+    judge_run,
+    read_manifest,
+)
+from hpcprof_kit.jobs.backends.pbs_turns import shared_job_refusal, shared_turns
 from hpcprof_kit.systems import System
 
 # PBS job_state letters (PBS Pro Reference Guide, "Job States"; C: completed in Torque).
@@ -235,16 +244,18 @@ class PbsBackend:
         return done.stdout.strip()
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
+        """The run's state: its own record first, then the server (see ``pbs_outcome``)."""
         cancelled = (run_dir / CANCEL_MARK).exists()
         try:
             attrs = attributes(job_id, self.command_timeout)
         except SchedulerNotAnswering:
-            own = decided_by_record(read_job_end(run_dir))
-            if own is not None:
+            record = read_job_end(run_dir)
+            own = decided_by_record(record)
+            if own is None and record is not None and gather(run_dir, record).variant:
+                own = from_exit_code(record.exit_code, source=f"exit code from {JOB_END}")
+            if own is not None and record is not None and not record.killed_by:
                 return own
             raise
-        # Read after the answer: a job the server calls ended wrote its record before that.
-        record = read_job_end(run_dir)
         if attrs is None:
             answer = Status(
                 ENDED,
@@ -252,10 +263,22 @@ class PbsBackend:
             )
         else:
             answer = state_from_attributes(attrs, cancelled)
-        judged = judge(record, answer, cancelled)
+        # Read after the answer: a job the server calls ended wrote its record before that.
+        judged = judge_run(run_dir, answer)
         return replace(judged, comment=answer.comment)
 
-    def cancel(self, run_dir: Path, job_id: str) -> None:
+    def cancel(self, run_dir: Path, job_id: str, whole_job: bool = False) -> None:
+        """``qdel`` the job; a variant of a job that runs its sweep's variants in turn is
+        passed over when its turn comes instead, and a variant that has begun (or ended) is
+        deleted only with ``whole_job``, which deletes the shared job and every turn in it."""
+        if in_turn(read_manifest(run_dir)):
+            if not whole_job:
+                if claim_turn(run_dir, "skipped"):
+                    return  # the job runs the others and passes this one over
+                raise SubmitError(shared_job_refusal(run_dir, job_id))
+            for sibling in shared_turns(run_dir, job_id):
+                claim_turn(sibling, "skipped")  # the ones not begun yet: cancelled before it
+                (sibling / CANCEL_MARK).touch()
         (run_dir / CANCEL_MARK).touch()
         run_command(["qdel", job_id], f"cancel PBS job {job_id}")
 
