@@ -236,7 +236,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
 
-    state = Job.from_run_dir(run_path(args.run_dir)).cancel()
+    state = Job.from_run_dir(run_path(args.run_dir)).cancel(whole_job=args.all)
     print(state)
     return 0
 
@@ -290,6 +290,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("cancel", help="cancel a run (from its run directory or its name)")
     p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
+    p.add_argument("--all", action="store_true",
+                   help="a sweep variant that shares one PBS job with others (variants in "
+                   "turn): delete that whole job, ending its other variants too")  # fmt: skip
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("runs", help="a table of the runs under the runs root")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hpcprof_kit.rehearsal.pbs_jobs import (
     DELETED,
+    FINISHED,
     jobs_dir,
     next_id,
     read_job,
@@ -159,7 +160,9 @@ def qstat(twin: Twin, args: list[str]) -> int:
         return 0
     jobs = []
     for job_id in ids:
-        job = read_job(twin, job_id) or _queued_subjob(twin, job_id)
+        job = read_job(twin, job_id)
+        job = _unkept(twin, job) if job and not history else job
+        job = job or _queued_subjob(twin, job_id, history)
         if job is None or (job["job_state"] == "F" and not history):
             print(f"qstat: Unknown Job Id {job_id}", file=sys.stderr)
             return 153
@@ -207,20 +210,54 @@ def _ranges(indices: list[int]) -> str:
     return ",".join(out)
 
 
-def _queued_subjob(twin: Twin, job_id: str) -> dict | None:
-    """A subjob that has not started: PBS shows the parent's values for it."""
+def _parent_of(twin: Twin, job_id: str) -> tuple[dict | None, int]:
     m = re.match(r"^(\d+)\[(\d+)\]\.(.+)$", job_id)
     if not m:
-        return None
+        return None, -1
     parent = read_job(twin, f"{m.group(1)}[].{m.group(3)}")
     if parent is None or int(m.group(2)) not in parent.get("indices", []):
+        return None, -1
+    return parent, int(m.group(2))
+
+
+def _unkept(twin: Twin, job: dict) -> dict | None:
+    """A finished job as a server without job history shows it: a subjob reads ``X``,
+    ``Exit_status`` 1, "Subjob finished" while its array lives, whatever its end; once the
+    array (or a plain job) has ended, the server has forgotten it."""
+    if job["job_state"] != "F":
+        return job
+    parent = read_job(twin, job["array_id"]) if job.get("array_id") else None
+    if parent is None or parent["job_state"] == "F":
         return None
-    sub = {k: v for k, v in parent.items() if k not in ("array", "remaining", "Exit_status")}
-    sub.update(id=job_id, array_id=parent["id"], array_index=int(m.group(2)))
-    if parent["job_state"] in ("F", "X"):
-        sub.update(job_state="X", comment="Subjob finished")
+    return {**job, "job_state": "X", "Exit_status": 1, "substate": 70,
+            "comment": "Subjob finished"}  # fmt: skip
+
+
+def _queued_subjob(twin: Twin, job_id: str, history: bool = True) -> dict | None:
+    """A subjob that has not run: PBS shows the parent's values for it. One deleted while
+    queued reads ``X`` with no ``Exit_status`` while its array lives, and ``F``,
+    ``Exit_status`` 0, substate 92 once the array has ended (it never ran); without job
+    history it reads ``X``, ``Exit_status`` 1, then is forgotten."""
+    parent, index = _parent_of(twin, job_id)
+    if parent is None:
+        return None
+    sub = {k: v for k, v in parent.items()
+           if k not in ("array", "remaining", "Exit_status", "substate", "exec_host")}  # fmt: skip
+    sub.update(id=job_id, array_id=parent["id"], array_index=index, comment="Subjob finished")
+    ended = parent["job_state"] == "F"
+    if ended and not history:
+        return None
+    if index in parent.get("deleted_indices", []):
+        if not history:
+            sub.update(job_state="X", Exit_status=1, substate=70)
+        elif ended:
+            sub.update(job_state="F", Exit_status=0, substate=FINISHED)
+        else:
+            sub.update(job_state="X", substate=70)
+    elif ended:  # the array was deleted before this subjob's turn
+        sub.update(job_state="F", substate=DELETED)
     else:
-        sub["job_state"] = "Q"
+        sub.update(job_state="Q", comment="")
     return sub
 
 
@@ -230,15 +267,24 @@ def qdel(twin: Twin, args: list[str]) -> int:
     ends with Exit_status 271 and "terminated by USER@HOST"; a finished one is refused."""
     for job_id in args:
         job = read_job(twin, job_id)
+        if job is None and re.search(r"\[\d+\]", job_id):
+            code = _delete_queued_subjob(twin, job_id)
+            if code:
+                return code
+            continue
         if job is None:
             print(f"qdel: Unknown Job Id {job_id}", file=sys.stderr)
             return 153
+        if job["job_state"] == "F" and job.get("array_id"):
+            print(f"qdel: Request invalid for finished array subjob {job_id}", file=sys.stderr)
+            return 55
         if job["job_state"] == "F":
             print(f"qdel: Job has finished {job_id}", file=sys.stderr)
             return 35
         job["deleted_by"] = f"{twin.config['user']}@login-twin"
         if job.get("array") and job.get("runner_pid"):  # stop the running subjob, run no other
             write_job(twin, job)
+            _rewrite_finished_subjobs(twin, job)
             running = [read_job(twin, subjob_id(job_id, i)) for i in job.get("remaining", [])]
             for sub in (r for r in running if r and r["job_state"] == "R"):
                 sub["deleted_by"] = job["deleted_by"]
@@ -258,6 +304,32 @@ def qdel(twin: Twin, args: list[str]) -> int:
                     os.kill(job["runner_pid"], signal.SIGTERM)
         twin.log("qdel", job_id=job_id)
     return 0
+
+
+def _delete_queued_subjob(twin: Twin, job_id: str) -> int:
+    """``qdel 'N[i]'`` of a subjob that has not started: its array never runs it."""
+    parent, index = _parent_of(twin, job_id)
+    if parent is None:
+        print(f"qdel: Invalid request {job_id}", file=sys.stderr)
+        return 156
+    if index not in parent.get("remaining", []) or parent["job_state"] == "F":
+        print(f"qdel: Request invalid for finished array subjob {job_id}", file=sys.stderr)
+        return 55
+    parent["remaining"] = [i for i in parent["remaining"] if i != index]
+    parent["deleted_indices"] = [*parent.get("deleted_indices", []), index]
+    write_job(twin, parent)
+    twin.log("qdel", job_id=job_id, queued=True)
+    return 0
+
+
+def _rewrite_finished_subjobs(twin: Twin, parent: dict) -> None:
+    """What OpenPBS 23.06 does to an array's finished subjobs on ``qdel 'N[]'``: each is
+    rewritten to ``Exit_status`` 1, substate 91, "Subjob finished", whatever its end."""
+    for index in parent.get("indices", []):
+        sub = read_job(twin, subjob_id(parent["id"], index))
+        if sub is not None and sub["job_state"] == "F":
+            sub.update(Exit_status=1, substate=DELETED, comment="Subjob finished")
+            write_job(twin, sub)
 
 
 def pbs_rstat(twin: Twin, args: list[str]) -> int:

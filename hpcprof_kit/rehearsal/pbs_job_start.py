@@ -105,6 +105,8 @@ def _run_array(twin: Twin, parent: dict) -> int:
         parent = read_job(twin, parent["id"]) or parent
         if parent.get("deleted_by"):
             break
+        if index in parent.get("deleted_indices", []):
+            continue  # deleted while queued: it never runs
         sub = {k: v for k, v in parent.items() if k not in ("array", "remaining", "indices")}
         sub.update(id=subjob_id(parent["id"], index), array_id=parent["id"],
                    array_index=index, job_state="Q", comment="")  # fmt: skip
@@ -116,6 +118,8 @@ def _run_array(twin: Twin, parent: dict) -> int:
         parent["remaining"] = [i for i in parent["remaining"] if i != index]
         parent["Exit_status"] = 1 if code > 0 else 2 if code < 0 else 0
         write_job(twin, parent)
+    if parent.get("deleted_by"):
+        parent["Exit_status"] = 1  # a deleted array ends at 1, "... and terminated"
     failed = parent.get("Exit_status", 0) != 0
     how = (
         f"terminated by {parent['deleted_by']}"
