@@ -189,3 +189,47 @@ def test_job_arrays_are_refused_as_pbs_refuses_them(twin, tmp_path, value, queue
     script.write_text(text.replace("#PBS -k doe\n", f"#PBS -k doe\n#PBS -J {value}\n"))
     done = qsub(twin, run_dir)
     assert (done.returncode, done.stderr.strip()) == (code, message)
+
+
+@pytest.fixture
+def forgetful(tmp_path, monkeypatch):
+    """A twin whose server keeps no job history (OpenPBS's default)."""
+    t = twin_mod.build(tmp_path / "twin", load_system("aurora"), kill_grace_s=1.0,
+                       job_history=False,
+                       reservations={"R1": {"nodes": 1, "walltime": "01:00:00"}})  # fmt: skip
+    monkeypatch.setenv("PATH", f"{t.bin}{os.pathsep}{os.environ['PATH']}")
+    return t
+
+
+def test_history_off_a_walltime_overrun_is_timeout_by_pbs_stderr_line(forgetful, tmp_path):
+    run_dir = tmp_path / "wall"
+    job_script(forgetful, run_dir, ("sleep", "60"), walltime="00:00:02")
+    job_id = qsub(forgetful, run_dir).stdout.strip()
+    job = handle(run_dir, job_id)
+    assert job.wait(timeout=120, progress=False) == "TIMEOUT"
+    assert attributes(job_id) is None  # forgotten: only PBS's line in stderr says why
+    assert job.manifest["note"] == (
+        "PBS's walltime: its stderr says '=>> PBS: job killed: walltime 3 exceeded limit 2'"
+    )
+
+
+@pytest.mark.parametrize("by_kit", [False, True], ids=["outside-qdel", "kit-cancel"])
+def test_history_off_qdel_of_a_running_job_is_cancelled_not_failed_143(forgetful, tmp_path, by_kit):
+    run_dir = tmp_path / "del"
+    gate = tmp_path / "started.fifo"
+    os.mkfifo(gate)
+    job_script(forgetful, run_dir, ("bash", "-c", f"echo up > {gate}; sleep 60"))
+    job_id = qsub(forgetful, run_dir).stdout.strip()
+    with gate.open() as fifo:  # blocks until the job runs its command
+        assert fifo.read().strip() == "up"
+    job = handle(run_dir, job_id)
+    if by_kit:
+        assert job.cancel() in ("RUNNING", "CANCELLED")  # the kill takes its grace period
+    else:
+        deleted = subprocess.run(["qdel", job_id], env=forgetful.login_env(),
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert deleted.returncode == 0, deleted.stderr
+    assert job.wait(timeout=120, progress=False) == "CANCELLED"
+    assert job.exit_code == 143 and attributes(job_id) is None
+    note = job.manifest["note"]
+    assert note.startswith("cancelled by the kit (qdel)" if by_kit else "killed by signal 15")
