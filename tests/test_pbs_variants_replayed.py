@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import test_pbs_real_answers_replayed as replayed
 
+from hpcprof_kit.cli import main as cli_main
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs import Job, JobSpec
 from hpcprof_kit.jobs.backends.pbs import PbsBackend
@@ -111,9 +112,7 @@ def test_in_turn_the_middle_variant_fails_alone_and_resume_reruns_only_it(
 
 
 def test_in_turn_a_walltime_kill_during_variant_0_names_only_variant_0(
-    server,
-    real_jobs,
-    isolated_runs,
+    server, real_jobs, isolated_runs, capsys
 ):
     server(added={"41.pbshost": like(real_jobs, "26.pbshost")})  # the job: Exit_status -29
     sweep = shared_sweep(isolated_runs, "41.pbshost", [TERM_RECORD, None, None])
@@ -126,6 +125,11 @@ def test_in_turn_a_walltime_kill_during_variant_0_names_only_variant_0(
     table = sweep.compare()
     assert list(table["state"]) == ["TIMEOUT", "NOT_STARTED", "NOT_STARTED"]
     assert "\n(NOT_STARTED)" in sweep.plot().table["label"].iloc[1]
+    assert ",NOT_STARTED,0,," in (sweep.path / "comparison.csv").read_text().splitlines()[2]
+    assert cli_main(["status", str(sweep.path / sweep.record()["variants"][1]["run_dir"])]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[:2] == ["NOT_STARTED  job 41.pbshost  exit code None",
+                         "note: the walltime ended its job during an earlier variant"]  # fmt: skip
 
 
 def test_in_turn_a_variant_waiting_for_its_turn_is_queued_not_running(server, real_jobs, tmp_path):
