@@ -20,6 +20,7 @@ import pytest
 
 from hpcprof_kit.cli import main as cli_main
 from hpcprof_kit.jobs import Job, JobSpec, RunDir, sweep_array
+from hpcprof_kit.jobs.backends.pbs import attributes
 from hpcprof_kit.jobs.sweep import Sweep
 from hpcprof_kit.rehearsal import twin as twin_mod
 from hpcprof_kit.systems import load_system
@@ -148,30 +149,39 @@ def test_twin_in_turn_a_walltime_kill_during_variant_0_names_only_variant_0(
 def test_twin_array_deletions_queued_running_and_the_whole_array(
     tmp_path, monkeypatch, isolated_runs, history
 ):
-    """Subjob 0 finishes; 1 runs; 2 is deleted while queued (polled while the array lives);
-    then the array is deleted: 0 keeps its COMPLETED (PBS rewrites it to 1), 1 is
-    CANCELLED, 3 never ran."""
+    """Subjob 0 finishes; 1 runs; 2 and 3 are deleted while queued (2 polled while the array
+    lives, 3 only after it ended); then the array is deleted: 0 keeps its COMPLETED (PBS
+    rewrites it to exit 1), 1 is CANCELLED, 2, 3 and 4 never ran."""
     twin = twin_for(tmp_path, monkeypatch, history)
-    sweep, gate = words_sweep(twin, tmp_path, "R1", ["0", "wait", "0", "0"])
+    sweep, gate = words_sweep(twin, tmp_path, "R1", ["0", "wait", "0", "0", "0"])
     sweep.run(backend="pbs", wait=False)
     runs = runs_of(sweep)
     until(runs[1] / "stdout")  # subjob 1 runs (subjob 0 has ended)
     parent = sweep.record()["variants"][0]["job_id"].replace("[0]", "[]")
     env = twin.login_env()
-    qdel = subprocess.run(["qdel", parent.replace("[]", "[2]")], env=env, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert qdel.returncode == 0, qdel.stderr
+
+    def qdel(job_id: str) -> None:
+        done = subprocess.run(["qdel", job_id], env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    qdel(parent.replace("[]", "[2]"))
     assert Job.from_run_dir(runs[2]).refresh() == "NOT_STARTED"  # while the array lives
-    qdel = subprocess.run(["qdel", parent], env=env, capture_output=True, text=True, timeout=60)
-    assert qdel.returncode == 0, qdel.stderr
+    qdel(parent.replace("[]", "[3]"))
+    qdel(parent)
+    deadline = time.monotonic() + 120
+    while (attributes(parent) or {}).get("job_state", "F") != "F":  # the array ends
+        assert time.monotonic() < deadline, f"{parent} never ended"
+        time.sleep(0.05)
     states = sweep.wait(timeout=120)
-    assert states == {0: "COMPLETED", 1: "CANCELLED", 2: "NOT_STARTED", 3: "NOT_STARTED"}
+    assert states == {0: "COMPLETED", 1: "CANCELLED", 2: "NOT_STARTED", 3: "NOT_STARTED",
+                      4: "NOT_STARTED"}  # fmt: skip
     codes = codes_of(sweep)  # a deleted running subjob: 143 on some real runs, 271 on others
-    assert codes[0] == 0 and codes[1] in (143, 271) and codes[2:] == [None, None]
+    assert codes[0] == 0 and codes[1] in (143, 271) and codes[2:] == [None, None, None]
     record = json.loads((runs[1] / "job_end.json").read_text())
     assert (record["exit_code"], record["signal"]) == (143, 15)
-    assert not gate.exists() and not (runs[3] / "stdout").exists()
-    assert [v.index for v in sweep.pending()] == [1, 2, 3]
+    assert not gate.exists() and not any((r / "stdout").exists() for r in runs[2:])
+    assert [v.index for v in sweep.pending()] == [1, 2, 3, 4]
 
 
 def test_twin_cancel_of_a_not_yet_started_in_turn_variant_skips_it_alone(
