@@ -24,6 +24,7 @@ import test_pbs_real_answers_replayed as replayed
 from hpcprof_kit.cli import main as cli_main
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs import Job, JobSpec
+from hpcprof_kit.jobs.backends import SchedulerNotAnswering
 from hpcprof_kit.jobs.backends.pbs import PbsBackend
 from hpcprof_kit.jobs.rundir import RunDir
 
@@ -335,3 +336,21 @@ def test_cancel_of_the_running_variant_asks_for_all_and_deletes_nothing(
     Job.from_run_dir(runs[0]).cancel(whole_job=True)
     assert qdel_log.read_text() == "44.pbshost\n"  # one id per call, as the server needs
     assert [(r / "turn").read_text() for r in runs[1:]] == ["skipped\n", "skipped\n"]
+
+
+def test_a_silent_server_leaves_a_variant_to_its_record_and_a_plain_job_waiting(
+    tmp_path, monkeypatch
+):
+    folder = tmp_path / "silent-bin"
+    folder.mkdir()
+    (folder / "qstat").write_text("#!/bin/bash\necho 'cannot connect to server pbshost' >&2\n"
+                                  "exit 1\n")  # fmt: skip
+    (folder / "qstat").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    done = variant(tmp_path, 0, "45.pbshost", "45.pbshost", in_turn=True, record={"exit_code": 0})
+    assert state(done)[:2] == ("COMPLETED", 0)  # its turn is over whatever the job does next
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "job_end.json").write_text('{"exit_code": 0}')
+    with pytest.raises(SchedulerNotAnswering, match="cannot connect to server pbshost"):
+        PbsBackend().poll(plain, "46.pbshost")  # 0 waits for the server's word on a plain job

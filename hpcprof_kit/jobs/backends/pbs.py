@@ -250,10 +250,11 @@ class PbsBackend:
             attrs = attributes(job_id, self.command_timeout)
         except SchedulerNotAnswering:
             record = read_job_end(run_dir)
-            own = decided_by_record(record)
-            if own is None and record is not None and gather(run_dir, record).variant:
-                own = from_exit_code(record.exit_code, source=f"exit code from {JOB_END}")
-            if own is not None and record is not None and not record.killed_by:
+            own = decided_by_record(record)  # a plain failure settles itself
+            clean = record is not None and record.exit_code == 0 and not record.killed_by
+            if own is None and clean and gather(run_dir, record).variant:
+                own = from_exit_code(0, source=f"exit code from {JOB_END}")  # its own turn ended
+            if own is not None:
                 return own
             raise
         if attrs is None:
