@@ -161,7 +161,7 @@ def qstat(twin: Twin, args: list[str]) -> int:
     jobs = []
     for job_id in ids:
         job = read_job(twin, job_id)
-        job = _unkept(twin, job) if job and not history else job
+        job = _as_shown(twin, job, history) if job else job
         job = job or _queued_subjob(twin, job_id, history)
         if job is None or (job["job_state"] == "F" and not history):
             print(f"qstat: Unknown Job Id {job_id}", file=sys.stderr)
@@ -220,15 +220,18 @@ def _parent_of(twin: Twin, job_id: str) -> tuple[dict | None, int]:
     return parent, int(m.group(2))
 
 
-def _unkept(twin: Twin, job: dict) -> dict | None:
-    """A finished job as a server without job history shows it: a subjob reads ``X``,
-    ``Exit_status`` 1, "Subjob finished" while its array lives, whatever its end; once the
-    array (or a plain job) has ended, the server has forgotten it."""
+def _as_shown(twin: Twin, job: dict, history: bool) -> dict | None:
+    """A finished job as the server shows it: a subjob reads ``X`` while its array lives
+    (``F`` once it has ended). Without job history such a subjob reads ``X``,
+    ``Exit_status`` 1, "Subjob finished", whatever its end, and once the array (or a plain
+    job) has ended the server has forgotten it (None)."""
     if job["job_state"] != "F":
         return job
     parent = read_job(twin, job["array_id"]) if job.get("array_id") else None
     if parent is None or parent["job_state"] == "F":
-        return None
+        return job if history else None
+    if history:
+        return {**job, "job_state": "X"}
     return {**job, "job_state": "X", "Exit_status": 1, "substate": 70,
             "comment": "Subjob finished"}  # fmt: skip
 
