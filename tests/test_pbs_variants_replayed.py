@@ -354,3 +354,14 @@ def test_a_silent_server_leaves_a_variant_to_its_record_and_a_plain_job_waiting(
     (plain / "job_end.json").write_text('{"exit_code": 0}')
     with pytest.raises(SchedulerNotAnswering, match="cannot connect to server pbshost"):
         PbsBackend().poll(plain, "46.pbshost")  # 0 waits for the server's word on a plain job
+
+
+def test_a_plain_job_the_server_calls_failed_143_stays_failed(server, real_jobs, tmp_path):
+    """Not every SIGTERM is a qdel: a server that still knows the job and says it failed
+    (substate 93, no "terminated by") has the last word."""
+    server(added={"47.pbshost": like(real_jobs, "9.pbshost", Exit_status=143)})
+    run = tmp_path / "term"
+    run.mkdir()
+    (run / "job_end.json").write_text(json.dumps(TERM_RECORD))
+    got, code, note = state_of_plain(run, "47.pbshost")
+    assert (got, code, note) == ("FAILED", 143, "exit code 143: killed by signal 15 (SIGTERM)")

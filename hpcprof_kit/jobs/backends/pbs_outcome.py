@@ -188,6 +188,8 @@ def _by_record(record: JobEnd, answer: Status, ev: Evidence) -> Status:
 def _by_signal(record: JobEnd, answer: Status, ev: Evidence) -> Status:
     """A record of a signal (the trap's 143 / 15): PBS, its stderr line, the kit's mark."""
     sig = record.killed_by
+    if not ev.variant and answer.state != ENDED:
+        return judge(record, answer, ev.cancelled)  # the server still knows this job alone
     if answer.state in ("QUEUED", "RUNNING"):
         return answer  # the server has not finished the job yet (E: it kills the rest)
     if answer.state in ("TIMEOUT", "CANCELLED"):
