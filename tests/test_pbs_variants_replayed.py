@@ -365,3 +365,16 @@ def test_a_plain_job_the_server_calls_failed_143_stays_failed(server, real_jobs,
     (run / "job_end.json").write_text(json.dumps(TERM_RECORD))
     got, code, note = state_of_plain(run, "47.pbshost")
     assert (got, code, note) == ("FAILED", 143, "exit code 143: killed by signal 15 (SIGTERM)")
+
+
+def test_in_turn_pbs_own_kill_names_the_variant_then_running(server, real_jobs, tmp_path):
+    """PBS killed the shared job for memory (-27): the variant that ran then has it, the one
+    before keeps its COMPLETED, the one after never started."""
+    server(added={"48.pbshost": like(real_jobs, "9.pbshost", Exit_status=-27)})
+    done = variant(tmp_path, 0, "48.pbshost", "48.pbshost", in_turn=True, record={"exit_code": 0})
+    hit = variant(tmp_path, 1, "48.pbshost", "48.pbshost", in_turn=True, record=TERM_RECORD)
+    later = variant(tmp_path, 2, "48.pbshost", "48.pbshost", in_turn=True)
+    assert state(done)[:2] == ("COMPLETED", 0)
+    got, code, note = state(hit)
+    assert (got, code) == ("FAILED", -27) and "JOB_EXEC_KILL_MEM" in note
+    assert state(later)[:2] == ("NOT_STARTED", None)

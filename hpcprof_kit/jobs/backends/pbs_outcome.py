@@ -196,8 +196,8 @@ def _by_signal(record: JobEnd, answer: Status, ev: Evidence) -> Status:
         return replace(answer, exit_code=answer.exit_code if answer.exit_code is not None
                        else record.exit_code)  # fmt: skip
     pbs_own = answer.exit_code is not None and (answer.exit_code < 0 or answer.exit_code > 256)
-    if answer.state == "FAILED" and pbs_own and not ev.in_turn:
-        return answer  # PBS killed it for a reason of its own (memory, cput...)
+    if answer.state == "FAILED" and pbs_own:
+        return answer  # PBS killed it (in turn: the variant then running) for memory, cput...
     if ev.walltime_line:
         return Status("TIMEOUT", record.exit_code, answer.hosts, _walltime_note(ev))
     if ev.cancelled:
