@@ -378,3 +378,20 @@ def test_in_turn_pbs_own_kill_names_the_variant_then_running(server, real_jobs, 
     got, code, note = state(hit)
     assert (got, code) == ("FAILED", -27) and "JOB_EXEC_KILL_MEM" in note
     assert state(later)[:2] == ("NOT_STARTED", None)
+
+
+def test_cancel_of_a_shared_job_with_no_other_variant_left_deletes_it(
+    server, real_jobs, isolated_runs, qdel_log
+):
+    server(added={"49.pbshost": like(real_jobs, "0.pbshost", job_state="R", Exit_status=None,
+                                     substate=42)})  # fmt: skip
+    sweep = shared_sweep(isolated_runs, "49.pbshost", [{"exit_code": 0}, {"exit_code": 0}, None])
+    last = runs_in(sweep)[2]
+    (last / "turn").write_text("started\n")
+    (last / "stdout").write_text("")
+    assert Job.from_run_dir(last).cancel() == "CANCELLED"  # it ends nothing else
+    assert qdel_log.read_text() == "49.pbshost\n"
+
+
+def runs_in(sweep) -> list[Path]:
+    return [sweep.path / e["run_dir"] for e in sweep.record()["variants"]]

@@ -39,7 +39,7 @@ from hpcprof_kit.jobs.backends.pbs_outcome import (
     judge_run,
     read_manifest,
 )
-from hpcprof_kit.jobs.backends.pbs_turns import shared_job_refusal, shared_turns
+from hpcprof_kit.jobs.backends.pbs_turns import shared_job_refusal, shared_turns, turn_word
 from hpcprof_kit.systems import System
 
 # PBS job_state letters (PBS Pro Reference Guide, "Job States"; C: completed in Torque).
@@ -270,14 +270,17 @@ class PbsBackend:
 
     def cancel(self, run_dir: Path, job_id: str, whole_job: bool = False) -> None:
         """``qdel`` the job; a variant of a job that runs its sweep's variants in turn is
-        passed over when its turn comes instead, and a variant that has begun (or ended) is
-        deleted only with ``whole_job``, which deletes the shared job and every turn in it."""
+        passed over when its turn comes instead, and a variant that has begun is deleted only
+        with ``whole_job``, which deletes the shared job and every turn in it (a job whose
+        other variants have all ended is deleted as any job)."""
         if in_turn(read_manifest(run_dir)):
-            if not whole_job:
+            others = [p for p in shared_turns(run_dir, job_id)
+                      if turn_word(p) in ("running", "waiting")]  # fmt: skip
+            if others and not whole_job:
                 if claim_turn(run_dir, "skipped"):
                     return  # the job runs the others and passes this one over
                 raise SubmitError(shared_job_refusal(run_dir, job_id))
-            for sibling in shared_turns(run_dir, job_id):
+            for sibling in others:
                 claim_turn(sibling, "skipped")  # the ones not begun yet: cancelled before it
                 (sibling / CANCEL_MARK).touch()
         (run_dir / CANCEL_MARK).touch()
