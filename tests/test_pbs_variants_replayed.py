@@ -395,3 +395,15 @@ def test_cancel_of_a_shared_job_with_no_other_variant_left_deletes_it(
 
 def runs_in(sweep) -> list[Path]:
     return [sweep.path / e["run_dir"] for e in sweep.record()["variants"]]
+
+
+def test_history_off_an_in_turn_variant_cut_without_its_record(server, tmp_path):
+    """Its turn began (stdout) but no record was written (SIGKILL before the trap ran): the
+    kit's own cancel mark makes it CANCELLED; without one nothing says how it ended."""
+    server("off")
+    mine = variant(tmp_path, 0, "50.pbshost", "50.pbshost", in_turn=True, started=True)
+    (mine / "cancel_requested").touch()
+    assert state(mine)[:2] == ("CANCELLED", None)
+    other = variant(tmp_path, 1, "51.pbshost", "51.pbshost", in_turn=True, started=True)
+    got, _, note = state(other)
+    assert got == "LOST" and "its turn began (stdout) but it left no job_end.json" in note

@@ -160,7 +160,8 @@ def settle(record: JobEnd | None, answer: Status, ev: Evidence) -> Status:
         return answer
     if not ev.started:
         return _never_started(answer, ev)
-    if ev.in_turn and answer.state not in ("TIMEOUT", "CANCELLED") and not ev.walltime_line:
+    said = answer.state in ("TIMEOUT", "CANCELLED") or ev.walltime_line or ev.cancelled
+    if ev.in_turn and not said:
         return Status("LOST", None, answer.hosts, f"its turn began (stdout) but it left no "
                       f"{JOB_END}, and its job's Exit_status is shared by all its variants")  # fmt: skip
     if answer.state in (ENDED, "FAILED") and ev.walltime_line:
