@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 KIT    := $(VENV)/bin/hpcprof-kit
 EXTRAS ?= local,lab,test
 
-.PHONY: env lock demo test test-site-torch lint lab bench render validate clean-env
+.PHONY: env lock demo test test-quick test-site-torch lint lab bench render validate clean-env
 
 env: $(VENV)/.ready
 
@@ -29,6 +29,12 @@ test: env
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider tests
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider --doctest-modules hpcprof_kit
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(NBVAL) notebooks
+
+# The inner loop: ruff, then every test that starts no job, ranks, scheduler or browser
+# (tests/conftest.py, --quick). Not a replacement for `make test`, which CI runs.
+test-quick: env
+	$(VENV)/bin/ruff check .
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider -q --quick tests
 
 # CI's second leg: the sites' oldest stack (Python 3.10, torch 2.8.0, the real IPEX 2.8.0 for the
 # CPU) in its own .venv-site; the demo and the torch-dependent test files there.

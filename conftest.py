@@ -18,6 +18,15 @@ if "HPCPROF_RUNS_DIR" not in os.environ:
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the inner loop (make test-quick): leave out every test that starts jobs, ranks, "
+        "a scheduler or a browser; `make test` runs them all",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     """Docstring examples that need torch or mpi4py are skipped where those are absent (a
     laptop without the 'local' extra), never in CI (HPCPROF_REQUIRE_ALL=1 runs them and fails)."""

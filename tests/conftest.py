@@ -24,6 +24,66 @@ settings.register_profile("explore", print_blob=True)
 settings.load_profile("ci" if required() else "explore")
 
 
+# What `--quick` (make test-quick) leaves out: tests that start jobs, ranks, a scheduler or a
+# browser, known by their markers or by the fixtures that start those things.
+HEAVY_MARKERS = ("slurm", "mpi", "browser", "jobs")
+HEAVY_FIXTURES = frozenset({"mpiexec", "slurm_cluster", "cluster_env", "torch_trace"})
+# Modules (or tests, as module::name) that start such things without those markers or fixtures,
+# and why.
+QUICK_LEAVES_OUT = {
+    "test_affinity_profiles.py": "runs the binding experiment as local jobs",
+    "test_apps.py": "runs the apps with torch",
+    "test_cli_devices_port.py": "starts the installed command, which imports torch",
+    "test_cli_traces.py": "starts the installed command on recorded traces",
+    "test_demo.py": "runs the demo job",
+    "test_dist_join.py": "starts processes that make a process group",
+    "test_dist_rendezvous.py": "waits out rendezvous time-outs in subprocesses",
+    "test_doctor_cli.py": "starts the installed command, which imports torch",
+    "test_dynolog_standin.py": "runs the dynolog recipe with its stand-in daemons",
+    "test_env_recipes.py": "builds virtual environments",
+    "test_exercises_hidden.py": "executes the notebooks' cells",
+    "test_hta_crosscheck.py": "builds HTA's own environment and runs it",
+    "test_hta_idle_launch.py": "runs HTA itself",
+    "test_jobs_cli.py": "submits local jobs through the command",
+    "test_jobs_concurrency.py": "submits jobs from several processes",
+    "test_jobs_local.py": "runs local jobs",
+    "test_jobs_progress.py": "runs local jobs",
+    "test_nsight_stats_real.py": "runs the real nsys under mpiexec",
+    "test_ondemand.py": "traces a running training process",
+    "test_porting_versions.py::test_the_agnostic_port_of_max_memory_allocated_runs_on_this_torch": "runs the ported script with torch",
+    "test_preflight_standin.py": "runs the preflight in a clean login shell on the stand-in",
+    "test_sweep.py": "runs sweeps as local jobs",
+    "test_tracer_options.py": "runs local jobs under tracer stand-ins",
+    "test_traces_mpi_summary.py::test_combined_summaries_equal_the_analyses_of_the_whole_table": "analyses a 64-rank run twice",
+    "test_traces_scan.py::test_random_traces_read_the_same_either_way": "a long property test",
+    "test_validate.py": "executes the notebooks",
+}
+
+
+def _left_out_by_name(item) -> bool:
+    name = item.path.name
+    return name in QUICK_LEAVES_OUT or any(
+        key.startswith(name + "::") and item.name.split("[")[0] == key.split("::")[1]
+        for key in QUICK_LEAVES_OUT
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--quick", default=False):
+        return
+    keep, drop = [], []
+    for item in items:
+        heavy = (
+            any(item.get_closest_marker(m) for m in HEAVY_MARKERS)
+            or bool(HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())))
+            or _left_out_by_name(item)
+        )
+        (drop if heavy else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(autouse=True)
 def no_rendezvous_leak():
     """Fail any test that leaves MASTER_ADDR/MASTER_PORT behind in the test process."""
