@@ -39,7 +39,7 @@ def test_flag_values_add_or_leave_out_the_flag():
     sweep = JobSpec(system="local").sweep(**{"--compile": [False, True]})
     assert [v.spec.full_command()[-1] for v in sweep.variants] == ["hpcprof_kit.apps.train",
                                                                    "--compile"]  # fmt: skip
-    assert parse_vary(["nodes=1,2", "--compile=off,on", "binding=none"]) == {
+    assert parse_vary(["nodes=1,2", "--compile=off,on", "binding=none"], JobSpec()) == {
         "nodes": [1, 2], "--compile": [False, True], "binding": ["none"],
     }  # fmt: skip
 

@@ -44,7 +44,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 raise SpecError(
                     "sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)"
                 )
-            sweep = Sweep(_spec(args), parse_vary(args.vary)).validate()
+            base = _spec(args)
+            sweep = Sweep(base, parse_vary(args.vary, base)).validate()
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
     if args.json:
@@ -81,7 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _spec_options(p)
     p.add_argument(
         "--vary", action="append", default=[], metavar="FIELD=V1,V2",
-        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16)",
+        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16: "
+        "the app gets each value as typed; --vary=--FLAG runs a switch off and on)",
     )  # fmt: skip
     p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
     p.add_argument("--backend", default="auto", help="auto (default), local, slurm or pbs")
