@@ -86,7 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the app gets each value as typed; --vary=--FLAG runs a switch off and on)",
     )  # fmt: skip
     p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
-    p.add_argument("--backend", default="auto", help="auto (default), local, slurm or pbs")
+    p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"),
+                   help="auto (default): the system's scheduler; local runs each here")  # fmt: skip
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
     p.add_argument("--wait", action="store_true", help="wait for a scheduler's array to end")

@@ -182,7 +182,9 @@ class Sweep:
             max_concurrent: int | None = None) -> Sweep:  # fmt: skip
         """Run the pending variants: locally one after another; on a scheduler as one array."""
         from hpcprof_kit.jobs.backends import choose_backend
+        from hpcprof_kit.jobs.submission import check_backend
 
+        check_backend(self.base.system_record(), backend)
         if self.path is not None:
             self.refresh()  # what an earlier run left queued or running may have ended since
         todo = self.pending()
