@@ -36,6 +36,8 @@ AURORA_SLURM = (
         (["submit", "--system", "aurora", "--account", "P", "--backend", "slurm"], AURORA_SLURM),
         (["sweep", "--system", "local", "--backend", "pbs", "--vary", "nodes=1"], LOCAL_PBS),
         (["sweep", "--system", "slurm", "--backend", "pbs", "--vary", "nodes=1"], SLURM_PBS),
+        (["sweep", "--system", "slurm", "--backend", "pbs", "--vary", "nodes=1", "--dry-run"],
+         SLURM_PBS),
     ],
 )  # fmt: skip
 def test_cli_refuses_a_backend_of_another_scheduler(isolated_runs, capsys, words, message):

@@ -1,4 +1,5 @@
 """``hpcprof-kit render | submit | status | cancel | runs``: job scripts and runs from a shell.
+``render --vary FIELD=V1,V2`` previews a sweep as ``sweep --dry-run`` does.
 
 An example (``--example train``), or your own program after ``--``:
 ``hpcprof-kit submit --system local --wait -- python mlp.py --lr 0.1``; ``--spec`` starts
@@ -158,6 +159,17 @@ def cmd_render(args: argparse.Namespace) -> int:
         for path in write_catalog(Path(args.all)):
             print(path)
         return 0
+    if args.vary:  # a sweep's preview, as 'sweep --dry-run' prints it
+        from hpcprof_kit.cli.sweep import sweep_from_args
+
+        if args.output:
+            raise SpecError(
+                "render --vary prints a sweep's preview (its variants and array script), not "
+                "one job script; leave --output out, or render one variant without --vary"
+            )
+        with _warnings_as_lines("render"):
+            sys.stdout.write(sweep_from_args(args).preview())
+        return 0
     with _warnings_as_lines("render"):
         script = _spec(args).render()
     if args.output:
@@ -270,6 +282,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _spec_options(p)
     p.add_argument("-o", "--output", help="write the script to FILE instead of stdout")
     p.add_argument("--all", metavar="DIR", help="write every ready script into DIR (jobs/)")
+    from hpcprof_kit.cli.sweep import vary_option  # here: cli.sweep imports this module
+
+    vary_option(p)  # with --vary: the sweep's variants and array script, as sweep --dry-run
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser(

@@ -2,8 +2,10 @@
 
 ``hpcprof-kit sweep --system local --example seqpar --vary nodes=1 --vary=--dtype=float32,bfloat16``
 runs every combination (an app flag is written ``--vary=--FLAG=V1,V2``: its dashes would
-otherwise read as an option); ``--resume SWEEP_DIR`` runs only the variants that are missing or
-did not complete; ``hpcprof-kit sweep compare SWEEP_DIR`` writes and prints ``comparison.csv``.
+otherwise read as an option); ``--dry-run`` prints the variants and the script they would
+run, submitting and writing nothing (``render --vary`` alike); ``--resume SWEEP_DIR`` runs only
+the variants that are missing or did not complete; ``hpcprof-kit sweep compare SWEEP_DIR``
+writes and prints ``comparison.csv``.
 
 >>> from hpcprof_kit.cli import main
 >>> main(["sweep", "--system", "local", "--vary", "colour=red"])  # doctest: +SKIP
@@ -24,7 +26,7 @@ def _states(sweep) -> dict[str, str]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+    from hpcprof_kit.jobs.sweep import Sweep
 
     words = list(getattr(args, "app_command", None) or ())
     if words[:1] == ["compare"]:
@@ -32,20 +34,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise SpecError("sweep compare takes one sweep directory: sweep compare SWEEP_DIR")
         return _compare(Sweep.load(words[1]), args.json)
     with _warnings_as_lines("sweep"):
-        if args.resume:
-            if args.vary:
-                raise SpecError(
-                    "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
-                    "or start a new sweep without --resume"
-                )
-            sweep = Sweep.load(args.resume)
-        else:
-            if not args.vary:
-                raise SpecError(
-                    "sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)"
-                )
-            base = _spec(args)
-            sweep = Sweep(base, parse_vary(args.vary, base)).validate()
+        sweep = sweep_from_args(args)
+        if args.dry_run:
+            sys.stdout.write(sweep.preview(args.backend, args.max_concurrent))
+            return 0
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
     if args.json:
@@ -58,6 +50,32 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"  {len(failed)} variant(s) did not complete; run it again with "
                   f"--resume {sweep.path}")  # fmt: skip
     return 1 if failed else 0
+
+
+def sweep_from_args(args: argparse.Namespace):
+    """The sweep the flags describe: ``--resume DIR``'s, or the spec's over ``--vary``'s grid
+    (checked: SpecError before anything is written)."""
+    from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+
+    if getattr(args, "resume", None):
+        if args.vary:
+            raise SpecError(
+                "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
+                "or start a new sweep without --resume"
+            )
+        return Sweep.load(args.resume)
+    if not args.vary:
+        raise SpecError("sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)")
+    base = _spec(args)
+    return Sweep(base, parse_vary(args.vary, base)).validate()
+
+
+def vary_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vary", action="append", default=[], metavar="FIELD=V1,V2",
+        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16: "
+        "the app gets each value as typed; --vary=--FLAG runs a switch off and on)",
+    )  # fmt: skip
 
 
 def _compare(sweep, as_json: bool) -> int:
@@ -80,11 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[1],
     )
     _spec_options(p)
-    p.add_argument(
-        "--vary", action="append", default=[], metavar="FIELD=V1,V2",
-        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16: "
-        "the app gets each value as typed; --vary=--FLAG runs a switch off and on)",
-    )  # fmt: skip
+    vary_option(p)
     p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
     p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"),
                    help="auto (default): the system's scheduler; local runs each here")  # fmt: skip
@@ -92,4 +106,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
     p.add_argument("--wait", action="store_true", help="wait for a scheduler's array to end")
     p.add_argument("--json", action="store_true", help="print the states (or table) as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the variants and the script they would run; submit nothing")  # fmt: skip
     p.set_defaults(func=cmd_sweep)

@@ -216,6 +216,15 @@ class Sweep:
             self.mark(v.index, run_dir=job.run_dir.name, job_id=job.job_id, state=job.state)
             self.mark(v.index, state=job.wait(progress=False))  # never two at once on the cores
 
+    def preview(self, backend: str = "auto", max_concurrent: int | None = None) -> str:
+        """What ``run(backend)`` would run, as text: the variants still to run, each one's
+        command, and the script the scheduler would get; nothing is submitted or written
+        (:func:`hpcprof_kit.jobs.sweep_preview.preview`)."""
+        from hpcprof_kit.jobs.sweep_preview import preview
+
+        todo = self.pending() if self.path is not None else None
+        return preview(self, backend, todo, max_concurrent)
+
     def jobs(self) -> list[Job]:
         """The job handle of each variant that has a run directory."""
         from hpcprof_kit.jobs.handle import Job
