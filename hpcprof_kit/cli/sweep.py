@@ -5,7 +5,7 @@ runs every combination (an app flag is written ``--vary=--FLAG=V1,V2``: its dash
 otherwise read as an option); ``--dry-run`` prints the variants and the script they would
 run, submitting and writing nothing (``render --vary`` alike); ``--resume SWEEP_DIR`` runs only
 the variants that are missing or did not complete; ``hpcprof-kit sweep compare SWEEP_DIR``
-writes and prints ``comparison.csv``.
+writes and prints ``comparison.csv``, which ``--wait`` prints at the end too.
 
 >>> from hpcprof_kit.cli import main
 >>> main(["sweep", "--system", "local", "--vary", "colour=red"])  # doctest: +SKIP
@@ -41,7 +41,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
     if args.json:
-        print(json.dumps({"sweep_dir": str(sweep.path), "states": _states(sweep)}, indent=2))
+        out = {"sweep_dir": str(sweep.path), "states": _states(sweep)}
+        if args.wait:  # every variant has ended: the comparison 'sweep compare' gives
+            out["comparison"] = json.loads(_table_json(sweep.compare()))
+        print(json.dumps(out, indent=2))
     else:
         print(f"sweep {sweep.path}")
         for entry in sweep.record()["variants"]:
@@ -49,6 +52,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if failed:
             print(f"  {len(failed)} variant(s) did not complete; run it again with "
                   f"--resume {sweep.path}")  # fmt: skip
+        if args.wait:
+            print()
+            _compare(sweep, as_json=False)
     return 1 if failed else 0
 
 
@@ -81,7 +87,7 @@ def vary_option(p: argparse.ArgumentParser) -> None:
 def _compare(sweep, as_json: bool) -> int:
     table = sweep.compare()
     if as_json:
-        print(table.reset_index().to_json(orient="records", indent=2))
+        print(_table_json(table))
     else:
         import pandas as pd
 
@@ -89,6 +95,10 @@ def _compare(sweep, as_json: bool) -> int:
             print(table.drop(columns=["run_dir"]).to_string())
         print(f"written: {sweep.path / 'comparison.csv'}", file=sys.stderr)
     return 0
+
+
+def _table_json(table) -> str:
+    return table.reset_index().to_json(orient="records", indent=2)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="auto (default): the system's scheduler; local runs each here")  # fmt: skip
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
-    p.add_argument("--wait", action="store_true", help="wait for a scheduler's array to end")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for a scheduler's array to end, then print the comparison")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the states (or table) as JSON")
     p.add_argument("--dry-run", action="store_true",
                    help="print the variants and the script they would run; submit nothing")  # fmt: skip
