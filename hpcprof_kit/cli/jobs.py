@@ -179,21 +179,41 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# submit --wait's exit status when the scheduler says the job can never run as asked.
+NEVER_RUNS_EXIT = 3
+WAIT_EXIT_HELP = (
+    "wait for the end; exit 0 if COMPLETED, 1 if it ended otherwise (the reason is printed), "
+    f"{NEVER_RUNS_EXIT} if the scheduler says it can never run as asked (it stays queued: "
+    "cancel it and change the request)"
+)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import submit
-    from hpcprof_kit.jobs.explain import missing_report
 
     with _warnings_as_lines("submit"):
         job = submit(_spec(args), backend=args.backend)
     print(f"run directory: {job.run_dir}")
     print(f"job id: {job.job_id}")
-    if args.wait:
-        state = job.wait(progress=sys.stderr.isatty())
-        print(f"state: {state} (exit code {job.exit_code})")
-        if state == "COMPLETED" and (note := missing_report(job)) is not None:
+    return wait_and_say(job) if args.wait else 0
+
+
+def wait_and_say(job) -> int:
+    """Wait for ``job`` and print how it ended, with the scheduler's reason and what to do
+    when it did not complete; the exit status ``submit --wait`` documents."""
+    from hpcprof_kit.jobs.explain import can_never_run, explain, missing_report
+
+    state = job.wait(progress=sys.stderr.isatty())
+    code = job.exit_code
+    print(f"state: {state}" + ("" if code is None else f" (exit code {code})"))
+    if state == "COMPLETED":
+        if (note := missing_report(job)) is not None:
             print(note)
-        return 0 if state == "COMPLETED" else 1
-    return 0
+        return 0
+    print(explain(job, cli=True))
+    return (
+        NEVER_RUNS_EXIT if state == "QUEUED" and can_never_run(job.manifest.get("comment")) else 1
+    )
 
 
 def run_path(text: str) -> Path:
@@ -222,10 +242,40 @@ def failure_lines(run_dir: Path, n: int = STDERR_LINES) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-n:]
 
 
+def never_submitted(run_dir: Path, data: dict) -> list[str]:
+    """What ``status`` says of a run that has no job id: the scheduler client's own refusal
+    lines when it refused the script, else the kit's note; and how to submit it again."""
+    from hpcprof_kit.jobs.submission import refusal
+
+    refused = refusal(data.get("note"))
+    if refused is not None:
+        client, code, said = refused
+        lines = [f"{data.get('state')}  never submitted: {client} refused it (exit {code})",
+                 f"{client} said:", *(f"  {line}" for line in said)]  # fmt: skip
+    else:
+        lines = [f"{data.get('state')}  never submitted (it has no job id)"]
+        if data.get("note"):
+            lines.append(f"note: {data['note']}")
+    lines.append(
+        f"what to do: change what was refused, then submit again: hpcprof-kit submit --spec "
+        f"{run_dir} (with the flags to change)"
+    )
+    return lines
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.rundir import RunDir
 
-    job = Job.from_run_dir(run_path(args.run_dir))
+    path = run_path(args.run_dir)
+    data = RunDir(path).manifest()
+    if not data.get("job_id") or not data.get("backend"):
+        if args.json:
+            print(json.dumps(data, indent=2, sort_keys=True))
+        else:
+            print("\n".join(never_submitted(path, data)))
+        return 0
+    job = Job.from_run_dir(path)
     job.refresh()
     data = job.manifest
     if args.json:
@@ -247,8 +297,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.rundir import RunDir
 
-    state = Job.from_run_dir(run_path(args.run_dir)).cancel()
+    path = run_path(args.run_dir)
+    data = RunDir(path).manifest()
+    if not data.get("job_id") or not data.get("backend"):
+        raise SubmitError(
+            f"{path} was never submitted ({data.get('state')}): there is nothing to cancel; "
+            f"'hpcprof-kit status {path}' says why"
+        )
+    state = Job.from_run_dir(path).cancel()
     print(state)
     return 0
 
@@ -295,7 +353,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _spec_options(p)
     p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"))
-    p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless COMPLETED")
+    p.add_argument("--wait", action="store_true", help=WAIT_EXIT_HELP)
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="state of a run (from its run directory or its name)")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs.backends import SUBMIT_COMMANDS, choose_backend, get_backend
@@ -64,6 +65,29 @@ def _systems_of(scheduler: str) -> str:
         except Exception:  # a broken record elsewhere must not hide this message
             continue
     return ", ".join(names)
+
+
+# How run_command words a refusal, and submit() records it: "submission failed: " + that.
+_REFUSED = re.compile(
+    r"^submission failed: (?P<client>\S+)(?: .*?)? failed \(exit (?P<exit>-?\d+)\) "
+    r"while trying to [^:]*: (?P<said>.*)\Z",
+    re.DOTALL,
+)
+
+
+def refusal(note: str | None) -> tuple[str, int, list[str]] | None:
+    """From a run's note, the scheduler client that refused the submission, its exit code and
+    its own message lines; None when the note records no refusal.
+
+    >>> refusal("submission failed: qsub -o /r/stdout -e /r/stderr job.sh failed (exit 38) "
+    ...         "while trying to submit to PBS: qsub: would exceed queue generic's per-user limit")
+    ('qsub', 38, ["qsub: would exceed queue generic's per-user limit"])
+    """
+    found = _REFUSED.match(note or "")
+    if found is None:
+        return None
+    said = [line for line in found["said"].splitlines() if line.strip()]
+    return found["client"].rsplit("/", 1)[-1], int(found["exit"]), said
 
 
 def submit(
