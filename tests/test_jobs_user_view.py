@@ -131,3 +131,21 @@ def test_explain_of_an_unknown_job_says_what_to_pass(isolated_runs, capsys):
     err = capsys.readouterr().err
     assert err.startswith("hpcprof-kit explain: no run directory '12345.nosuch' here")
     assert "has job id '12345.nosuch'" in err and "HPCPROF_RUNS_DIR" in err
+
+
+def test_sweep_wait_on_a_job_pbs_can_never_run_standin_says_so_and_exits_3(
+    isolated_runs, pbs_standin, capsys
+):
+    # Aurora's debug queue takes one job per user: the two variants share job 34.pbshost.
+    pbs_standin()
+    words = ["sweep", *AURORA, "--vary=--seed=0,1", "--wait", "--", "true"]
+    assert main(words) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == [
+        "    0 QUEUED     --seed=0",
+        "    1 QUEUED     --seed=1",
+        f"  variant 0 can never run as asked; the scheduler says: {CAN_NEVER}",
+        f"  variant 1 can never run as asked; the scheduler says: {CAN_NEVER}",
+        "  waiting will not help: cancel its job (hpcprof-kit cancel RUN_DIR), change the "
+        "request (fewer --nodes, a shorter --walltime, another --queue) and sweep again",
+    ]

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from hpcprof_kit.cli.jobs import _spec, _spec_options, _warnings_as_lines
+from hpcprof_kit.cli.jobs import NEVER_RUNS_EXIT, _spec, _spec_options, _warnings_as_lines
 from hpcprof_kit.errors import SpecError
 
 
@@ -40,9 +40,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return 0
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
+    never = _never_runs(sweep) if args.wait else {}
     if args.json:
         out = {"sweep_dir": str(sweep.path), "states": _states(sweep)}
-        if args.wait:  # every variant has ended: the comparison 'sweep compare' gives
+        if never:
+            out["can_never_run"] = {str(i): said for i, said in never.items()}
+        elif args.wait:  # every variant has ended: the comparison 'sweep compare' gives
             out["comparison"] = json.loads(_table_json(sweep.compare()))
         print(json.dumps(out, indent=2))
     else:
@@ -52,10 +55,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if failed:
             print(f"  {len(failed)} variant(s) did not complete; run it again with "
                   f"--resume {sweep.path}")  # fmt: skip
-        if args.wait:
+        for index, said in never.items():
+            print(f"  variant {index} can never run as asked; the scheduler says: {said}")
+        if never:
+            print("  waiting will not help: cancel its job (hpcprof-kit cancel RUN_DIR), change "
+                  "the request (fewer --nodes, a shorter --walltime, another --queue) and sweep "
+                  "again")  # fmt: skip
+        elif args.wait:
             print()
             _compare(sweep, as_json=False)
-    return 1 if failed else 0
+    return NEVER_RUNS_EXIT if never else 1 if failed else 0
+
+
+def _never_runs(sweep) -> dict[int, str]:
+    """The variants still queued whose scheduler says they can never run, with its words."""
+    from hpcprof_kit.jobs.explain import can_never_run
+    from hpcprof_kit.jobs.rundir import RunDir
+
+    found = {}
+    for entry in sweep.record()["variants"]:
+        if entry.get("state") == "QUEUED" and entry.get("run_dir"):
+            said = RunDir(sweep.path / entry["run_dir"]).manifest().get("comment")
+            if can_never_run(said):
+                found[entry["index"]] = said
+    return found
 
 
 def sweep_from_args(args: argparse.Namespace):
@@ -115,7 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
     p.add_argument("--wait", action="store_true",
-                   help="wait for a scheduler's array to end, then print the comparison")  # fmt: skip
+                   help="wait for a scheduler's array to end, then print the comparison; exit "
+                   f"{NEVER_RUNS_EXIT} if the scheduler says a variant can never run")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the states (or table) as JSON")
     p.add_argument("--dry-run", action="store_true",
                    help="print the variants and the script they would run; submit nothing")  # fmt: skip
