@@ -171,3 +171,68 @@ def test_render_vary_with_output_is_refused(tmp_path, capsys):
     assert main(["render", "--system", "local", "--vary", "nodes=1", "-o", str(out)]) == 2
     assert "render --vary prints a sweep's preview" in capsys.readouterr().err
     assert not out.exists()
+
+
+# A small PBS cluster that is neither Aurora nor Polaris: no account, no filesystems resource.
+GENERIC_PBS = """\
+name = "mypbs"
+title = "A small OpenPBS cluster"
+scheduler = "pbs"
+launcher = "hydra"
+account_required = false
+default_queue = "workq"
+pbs_place = "scatter"
+pbs_select_suffix = ""
+pbs_keep = "doe"
+[topology]
+sockets = 0
+cores_per_socket = 0
+threads_per_core = 0
+sibling_offset = 0
+gpus = 0
+[queues.workq]
+min_nodes = 1
+max_nodes = 4
+max_walltime = "01:00:00"
+[environment]
+setup = []
+[environment.vars]
+"""
+
+
+def test_dry_run_on_a_generic_pbs_record(isolated_runs, tmp_path, monkeypatch, capsys):
+    (tmp_path / "systems").mkdir()
+    (tmp_path / "systems" / "mypbs.toml").write_text(GENERIC_PBS)
+    monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(tmp_path / "systems"))
+    words = ["sweep", "--system", "mypbs", "--example", "seqpar", "--ranks-per-node", "1",
+             "--vary", "nodes=1,2", "--dry-run"]  # fmt: skip
+    assert main(words) == 0
+    assert (
+        capsys.readouterr().out
+        == f"""\
+sweep of seqpar on mypbs: 2 variants, one PBS job array (qsub)
+{NOTHING}
+  0  nodes=1  python3 -m hpcprof_kit.apps.seqpar
+  1  nodes=2  python3 -m hpcprof_kit.apps.seqpar
+{SUBMITTED}
+#!/bin/bash -l
+#PBS -N sweep-seqpar
+#PBS -q workq
+#PBS -l select=2
+#PBS -l place=scatter
+#PBS -l walltime=00:10:00
+#PBS -k doe
+#PBS -J 0-1
+{SWEEP_LINE}
+set -o pipefail
+case "${{PBS_ARRAY_INDEX:?this script runs as a job array}}" in
+    0) run_dir='<sweep>/<run of variant 0>' ;;  # nodes=1
+    1) run_dir='<sweep>/<run of variant 1>' ;;  # nodes=2
+    *) echo "array index $PBS_ARRAY_INDEX: no variant to run (it completed before)"; exit 0 ;;
+esac
+export HPCPROF_RUN_DIR="$run_dir"
+cd "$run_dir"
+bash job.sh >stdout 2>stderr
+"""
+    )
+    assert not isolated_runs.exists()
