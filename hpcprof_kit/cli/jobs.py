@@ -333,7 +333,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "render",
-        help="print the job script for a spec (or --all DIR)",
+        help="print the job script for a spec (--vary: a sweep's preview; --all DIR)",
         description="Print the job script: an example, or your own program after '--' "
         "(hpcprof-kit render --system local -- python mlp.py).",
     )
