@@ -17,9 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from hpcprof_kit.cli import main
 from hpcprof_kit.jobs import JobSpec, explain, submit, wait_for
 from hpcprof_kit.jobs.backends.pbs import PbsBackend, comment
-from hpcprof_kit.jobs.explain import ADVICE, NEEDS_RUN, SLURM_REASONS
+from hpcprof_kit.jobs.explain import (
+    ADVICE,
+    CLI_NEVER_RUNS_ADVICE,
+    NEEDS_RUN,
+    NEVER_RUNS_ADVICE,
+    SLURM_REASONS,
+)
 
 from gates import Gate
 from slurm_cluster import _until
@@ -128,7 +135,9 @@ def _slurm_reason_set(cluster, job_id: str, timeout: float = 30.0) -> str:
 
 
 @pytest.mark.slurm
-def test_slurm_job_that_can_never_run_is_explained_with_slurms_reason(cluster_env, capsys):
+def test_slurm_job_that_can_never_run_is_explained_with_slurms_reason(
+    cluster_env, capsys, isolated_runs
+):
     # The test cluster has one node; Slurm accepts a 2-node job and keeps it pending.
     job = submit(tiny("slurm", "true", nodes=2), backend="slurm")
     said = _slurm_reason_set(cluster_env, job.job_id)
@@ -143,7 +152,11 @@ def test_slurm_job_that_can_never_run_is_explained_with_slurms_reason(cluster_en
     given = [f"  scheduler's reason: {r} ({SLURM_REASONS[r]})" for r in too_big]
     assert [line for line in lines if line in given], lines
     assert all("ask for" in SLURM_REASONS[r] for r in too_big)
-    assert lines[-2] == f"  what to do: {ADVICE['QUEUED']}"
+    # It can never start on this cluster: the advice is to change the request, not to wait.
+    assert lines[-2] == f"  what to do: {NEVER_RUNS_ADVICE}"
+    assert main(["explain", job.job_id]) == 0  # the command finds the run by its job id
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == f"  what to do: {CLI_NEVER_RUNS_ADVICE.format(run=job.run_dir)}"
     assert job.cancel() == "CANCELLED"
 
 

@@ -8,6 +8,7 @@ lines). The commands themselves are stand-ins on a temporary PATH."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from hpcprof_kit.jobs.queues import (
     parse_qstat_queue,
     resolve_queue,
     run_query,
+    say_warnings_again,
 )
 from hpcprof_kit.systems import load_system
 
@@ -161,6 +163,23 @@ def scheduler_path(tmp_path, monkeypatch):
     return install
 
 
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    """Each test starts in a process that has said no queue warning yet."""
+    say_warnings_again()
+
+
+@contextlib.contextmanager
+def no_repeat():
+    """Checking a queue whose warning was already said says nothing more (once per process)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", KitWarning)
+        try:
+            yield
+        finally:
+            assert [str(w.message) for w in caught if w.category is KitWarning] == []
+
+
 def validate_with_warnings(spec: JobSpec) -> list[str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KitWarning)
@@ -177,13 +196,13 @@ def test_reservation_known_to_standin_pbs_rstat_is_accepted_with_its_limits(sche
     assert validate_with_warnings(aurora(queue="R123456", nodes=8, walltime="08:00:00")) == [
         R123456_WARNING
     ]
-    with pytest.raises(SpecError) as info, pytest.warns(KitWarning):
+    with pytest.raises(SpecError) as info, no_repeat():
         aurora(queue="R123456", nodes=9).validate()
     assert str(info.value) == (
         "nodes 9 is outside queue R123456's range 1-8 on aurora (pbs_rstat -f R123456); "
         "ask for 1-8 nodes or pick another queue"
     )
-    with pytest.raises(SpecError) as info, pytest.warns(KitWarning):
+    with pytest.raises(SpecError) as info, no_repeat():
         aurora(queue="R123456", walltime="08:00:01").validate()
     assert str(info.value) == (
         "walltime 08:00:01 exceeds queue R123456's 08:00:00 on aurora (pbs_rstat -f R123456); "
@@ -200,7 +219,7 @@ def test_workshop_named_queue_confirmed_by_standin_qstat(scheduler_path):
         "against those limits"
     ]
     refused = r"^nodes 1 is outside queue alcf_workshop's range 2-16"
-    with pytest.raises(SpecError, match=refused), pytest.warns(KitWarning):
+    with pytest.raises(SpecError, match=refused), no_repeat():
         aurora(queue="alcf_workshop", nodes=1).validate()
 
 
@@ -212,7 +231,7 @@ def test_reservation_no_scheduler_can_describe_gets_only_the_generic_checks(sche
         "and the walltime format are checked, and the scheduler applies the reservation's own "
         "limits"
     ]
-    with pytest.raises(SpecError) as info, pytest.warns(KitWarning):
+    with pytest.raises(SpecError) as info, no_repeat():
         aurora(queue="R999", nodes=0).validate()
     assert str(info.value) == (
         "nodes 0 is below queue R999's minimum 1 on aurora (no limits known); "
@@ -220,7 +239,7 @@ def test_reservation_no_scheduler_can_describe_gets_only_the_generic_checks(sche
     )
     with (
         pytest.raises(SpecError, match=r"^walltime '8h' is not HH:MM:SS"),
-        pytest.warns(KitWarning),
+        no_repeat(),
     ):
         aurora(queue="R999", walltime="8h").validate()
 
@@ -334,3 +353,21 @@ def test_cli_render_with_a_typo_is_one_error_line(scheduler_path, capsys):
     assert main(["render", "--system", "aurora", "--account", "P", "--queue", "debg"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"hpcprof-kit render: {DEBG_ERROR}\n"
+
+
+def test_a_queue_warning_is_said_once_per_process(scheduler_path, capsys):
+    spec = aurora(queue="R999")
+    assert len(validate_with_warnings(spec)) == 1
+    with no_repeat():  # validate, render and resolve check the queue again: nothing is repeated
+        spec.validate()
+        spec.render()
+        aurora(queue="R999", nodes=2).validate()
+    assert main(["render", "--system", "aurora", "--account", "P", "--queue", "R999"]) == 0
+    assert capsys.readouterr().err == ""
+    say_warnings_again()
+    assert validate_with_warnings(spec) == [
+        "queue 'R999' is not listed in aurora.toml; it is accepted as a reservation queue, but no "
+        "scheduler command (pbs_rstat, qstat) is on PATH here to read its limits: only nodes >= 1 "
+        "and the walltime format are checked, and the scheduler applies the reservation's own "
+        "limits"
+    ]

@@ -39,7 +39,7 @@ def test_flag_values_add_or_leave_out_the_flag():
     sweep = JobSpec(system="local").sweep(**{"--compile": [False, True]})
     assert [v.spec.full_command()[-1] for v in sweep.variants] == ["hpcprof_kit.apps.train",
                                                                    "--compile"]  # fmt: skip
-    assert parse_vary(["nodes=1,2", "--compile=off,on", "binding=none"]) == {
+    assert parse_vary(["nodes=1,2", "--compile=off,on", "binding=none"], JobSpec()) == {
         "nodes": [1, 2], "--compile": [False, True], "binding": ["none"],
     }  # fmt: skip
 
@@ -241,3 +241,29 @@ def test_no_scheduler_here_means_no_sweep_directory(isolated_runs, monkeypatch):
         sweep.run()
     assert sweep.path is None
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+def test_cli_sweep_wait_ends_with_the_comparison_sweep_compare_gives(isolated_runs, capsys):
+    argv = ["sweep", "--system", "local", "--example", "seqpar", "--ranks-per-node", "1",
+            "--binding", "none", "--vary=--dtype=float32,float16", "--wait", "--", *SMALL]  # fmt: skip
+    assert main(argv) == 1  # float16 is not a seqpar dtype: that variant fails
+    done = capsys.readouterr()
+    lines = done.out.splitlines()
+    folder = lines[0].removeprefix("sweep ")
+    assert lines[1:4] == [
+        "    0 COMPLETED  --dtype=float32",
+        "    1 FAILED     --dtype=float16",
+        f"  1 variant(s) did not complete; run it again with --resume {folder}",
+    ]
+    assert done.err.endswith(f"written: {folder}/comparison.csv\n")
+    assert main(["sweep", "compare", folder]) == 0
+    table = capsys.readouterr().out
+    assert "float32" in table and "FAILED" in table
+    assert done.out == "\n".join(lines[:4]) + "\n\n" + table
+
+    assert main([*argv[: -len(SMALL) - 1], "--json", "--", *SMALL]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["variant"], r["state"]) for r in out["comparison"]] == [(0, "COMPLETED"),
+                                                                     (1, "FAILED")]  # fmt: skip
+    assert out["comparison"][0]["step_median_ms"] > 0
+    assert out["comparison"][1]["step_median_ms"] is None

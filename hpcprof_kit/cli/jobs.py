@@ -1,4 +1,5 @@
 """``hpcprof-kit render | submit | status | cancel | runs``: job scripts and runs from a shell.
+``render --vary FIELD=V1,V2`` previews a sweep as ``sweep --dry-run`` does.
 
 An example (``--example train``), or your own program after ``--``:
 ``hpcprof-kit submit --system local --wait -- python mlp.py --lr 0.1``; ``--spec`` starts
@@ -158,6 +159,17 @@ def cmd_render(args: argparse.Namespace) -> int:
         for path in write_catalog(Path(args.all)):
             print(path)
         return 0
+    if args.vary:  # a sweep's preview, as 'sweep --dry-run' prints it
+        from hpcprof_kit.cli.sweep import sweep_from_args
+
+        if args.output:
+            raise SpecError(
+                "render --vary prints a sweep's preview (its variants and array script), not "
+                "one job script; leave --output out, or render one variant without --vary"
+            )
+        with _warnings_as_lines("render"):
+            sys.stdout.write(sweep_from_args(args).preview())
+        return 0
     with _warnings_as_lines("render"):
         script = _spec(args).render()
     if args.output:
@@ -167,21 +179,41 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# submit --wait's exit status when the scheduler says the job can never run as asked.
+NEVER_RUNS_EXIT = 3
+WAIT_EXIT_HELP = (
+    "wait for the end; exit 0 if COMPLETED, 1 if it ended otherwise (the reason is printed), "
+    f"{NEVER_RUNS_EXIT} if the scheduler says it can never run as asked (it stays queued: "
+    "cancel it and change the request)"
+)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import submit
-    from hpcprof_kit.jobs.explain import missing_report
 
     with _warnings_as_lines("submit"):
         job = submit(_spec(args), backend=args.backend)
     print(f"run directory: {job.run_dir}")
     print(f"job id: {job.job_id}")
-    if args.wait:
-        state = job.wait(progress=sys.stderr.isatty())
-        print(f"state: {state} (exit code {job.exit_code})")
-        if state == "COMPLETED" and (note := missing_report(job)) is not None:
+    return wait_and_say(job) if args.wait else 0
+
+
+def wait_and_say(job) -> int:
+    """Wait for ``job`` and print how it ended, with the scheduler's reason and what to do
+    when it did not complete; the exit status ``submit --wait`` documents."""
+    from hpcprof_kit.jobs.explain import can_never_run, explain, missing_report
+
+    state = job.wait(progress=sys.stderr.isatty())
+    code = job.exit_code
+    print(f"state: {state}" + ("" if code is None else f" (exit code {code})"))
+    if state == "COMPLETED":
+        if (note := missing_report(job)) is not None:
             print(note)
-        return 0 if state == "COMPLETED" else 1
-    return 0
+        return 0
+    print(explain(job, cli=True))
+    return (
+        NEVER_RUNS_EXIT if state == "QUEUED" and can_never_run(job.manifest.get("comment")) else 1
+    )
 
 
 def run_path(text: str) -> Path:
@@ -210,10 +242,40 @@ def failure_lines(run_dir: Path, n: int = STDERR_LINES) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-n:]
 
 
+def never_submitted(run_dir: Path, data: dict) -> list[str]:
+    """What ``status`` says of a run that has no job id: the scheduler client's own refusal
+    lines when it refused the script, else the kit's note; and how to submit it again."""
+    from hpcprof_kit.jobs.submission import refusal
+
+    refused = refusal(data.get("note"))
+    if refused is not None:
+        client, code, said = refused
+        lines = [f"{data.get('state')}  never submitted: {client} refused it (exit {code})",
+                 f"{client} said:", *(f"  {line}" for line in said)]  # fmt: skip
+    else:
+        lines = [f"{data.get('state')}  never submitted (it has no job id)"]
+        if data.get("note"):
+            lines.append(f"note: {data['note']}")
+    lines.append(
+        f"what to do: change what was refused, then submit again: hpcprof-kit submit --spec "
+        f"{run_dir} (with the flags to change)"
+    )
+    return lines
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.rundir import RunDir
 
-    job = Job.from_run_dir(run_path(args.run_dir))
+    path = run_path(args.run_dir)
+    data = RunDir(path).manifest()
+    if not data.get("job_id") or not data.get("backend"):
+        if args.json:
+            print(json.dumps(data, indent=2, sort_keys=True))
+        else:
+            print("\n".join(never_submitted(path, data)))
+        return 0
+    job = Job.from_run_dir(path)
     job.refresh()
     data = job.manifest
     if args.json:
@@ -235,8 +297,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.rundir import RunDir
 
-    state = Job.from_run_dir(run_path(args.run_dir)).cancel(whole_job=args.all)
+    path = run_path(args.run_dir)
+    data = RunDir(path).manifest()
+    if not data.get("job_id") or not data.get("backend"):
+        raise SubmitError(
+            f"{path} was never submitted ({data.get('state')}): there is nothing to cancel; "
+            f"'hpcprof-kit status {path}' says why"
+        )
+    state = Job.from_run_dir(path).cancel(whole_job=args.all)
     print(state)
     return 0
 
@@ -263,13 +333,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "render",
-        help="print the job script for a spec (or --all DIR)",
+        help="print the job script for a spec (--vary: a sweep's preview; --all DIR)",
         description="Print the job script: an example, or your own program after '--' "
         "(hpcprof-kit render --system local -- python mlp.py).",
     )
     _spec_options(p)
     p.add_argument("-o", "--output", help="write the script to FILE instead of stdout")
     p.add_argument("--all", metavar="DIR", help="write every ready script into DIR (jobs/)")
+    from hpcprof_kit.cli.sweep import vary_option  # here: cli.sweep imports this module
+
+    vary_option(p)  # with --vary: the sweep's variants and array script, as sweep --dry-run
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser(
@@ -280,7 +353,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _spec_options(p)
     p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"))
-    p.add_argument("--wait", action="store_true", help="wait for the end; exit 1 unless COMPLETED")
+    p.add_argument("--wait", action="store_true", help=WAIT_EXIT_HELP)
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="state of a run (from its run directory or its name)")

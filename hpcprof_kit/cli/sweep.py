@@ -2,8 +2,10 @@
 
 ``hpcprof-kit sweep --system local --example seqpar --vary nodes=1 --vary=--dtype=float32,bfloat16``
 runs every combination (an app flag is written ``--vary=--FLAG=V1,V2``: its dashes would
-otherwise read as an option); ``--resume SWEEP_DIR`` runs only the variants that are missing or
-did not complete; ``hpcprof-kit sweep compare SWEEP_DIR`` writes and prints ``comparison.csv``.
+otherwise read as an option); ``--dry-run`` prints the variants and the script they would
+run, submitting and writing nothing (``render --vary`` alike); ``--resume SWEEP_DIR`` runs only
+the variants that are missing or did not complete; ``hpcprof-kit sweep compare SWEEP_DIR``
+writes and prints ``comparison.csv``, which ``--wait`` prints at the end too.
 
 >>> from hpcprof_kit.cli import main
 >>> main(["sweep", "--system", "local", "--vary", "colour=red"])  # doctest: +SKIP
@@ -15,7 +17,7 @@ import argparse
 import json
 import sys
 
-from hpcprof_kit.cli.jobs import _spec, _spec_options, _warnings_as_lines
+from hpcprof_kit.cli.jobs import NEVER_RUNS_EXIT, _spec, _spec_options, _warnings_as_lines
 from hpcprof_kit.errors import SpecError
 
 
@@ -24,7 +26,7 @@ def _states(sweep) -> dict[str, str]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+    from hpcprof_kit.jobs.sweep import Sweep
 
     words = list(getattr(args, "app_command", None) or ())
     if words[:1] == ["compare"]:
@@ -32,23 +34,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise SpecError("sweep compare takes one sweep directory: sweep compare SWEEP_DIR")
         return _compare(Sweep.load(words[1]), args.json)
     with _warnings_as_lines("sweep"):
-        if args.resume:
-            if args.vary:
-                raise SpecError(
-                    "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
-                    "or start a new sweep without --resume"
-                )
-            sweep = Sweep.load(args.resume)
-        else:
-            if not args.vary:
-                raise SpecError(
-                    "sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)"
-                )
-            sweep = Sweep(_spec(args), parse_vary(args.vary)).validate()
+        sweep = sweep_from_args(args)
+        if args.dry_run:
+            sys.stdout.write(sweep.preview(args.backend, args.max_concurrent))
+            return 0
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
+    never = _never_runs(sweep) if args.wait else {}
     if args.json:
-        print(json.dumps({"sweep_dir": str(sweep.path), "states": _states(sweep)}, indent=2))
+        out = {"sweep_dir": str(sweep.path), "states": _states(sweep)}
+        if never:
+            out["can_never_run"] = {str(i): said for i, said in never.items()}
+        elif args.wait:  # every variant has ended: the comparison 'sweep compare' gives
+            out["comparison"] = json.loads(_table_json(sweep.compare()))
+        print(json.dumps(out, indent=2))
     else:
         print(f"sweep {sweep.path}")
         for entry in sweep.record()["variants"]:
@@ -56,13 +55,62 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if failed:
             print(f"  {len(failed)} variant(s) did not complete; run it again with "
                   f"--resume {sweep.path}")  # fmt: skip
-    return 1 if failed else 0
+        for index, said in never.items():
+            print(f"  variant {index} can never run as asked; the scheduler says: {said}")
+        if never:
+            print("  waiting will not help: cancel its job (hpcprof-kit cancel RUN_DIR), change "
+                  "the request (fewer --nodes, a shorter --walltime, another --queue) and sweep "
+                  "again")  # fmt: skip
+        elif args.wait:
+            print()
+            _compare(sweep, as_json=False)
+    return NEVER_RUNS_EXIT if never else 1 if failed else 0
+
+
+def _never_runs(sweep) -> dict[int, str]:
+    """The variants still queued whose scheduler says they can never run, with its words."""
+    from hpcprof_kit.jobs.explain import can_never_run
+    from hpcprof_kit.jobs.rundir import RunDir
+
+    found = {}
+    for entry in sweep.record()["variants"]:
+        if entry.get("state") == "QUEUED" and entry.get("run_dir"):
+            said = RunDir(sweep.path / entry["run_dir"]).manifest().get("comment")
+            if can_never_run(said):
+                found[entry["index"]] = said
+    return found
+
+
+def sweep_from_args(args: argparse.Namespace):
+    """The sweep the flags describe: ``--resume DIR``'s, or the spec's over ``--vary``'s grid
+    (checked: SpecError before anything is written)."""
+    from hpcprof_kit.jobs.sweep import Sweep, parse_vary
+
+    if getattr(args, "resume", None):
+        if args.vary:
+            raise SpecError(
+                "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
+                "or start a new sweep without --resume"
+            )
+        return Sweep.load(args.resume)
+    if not args.vary:
+        raise SpecError("sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)")
+    base = _spec(args)
+    return Sweep(base, parse_vary(args.vary, base)).validate()
+
+
+def vary_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--vary", action="append", default=[], metavar="FIELD=V1,V2",
+        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16: "
+        "the app gets each value as typed; --vary=--FLAG runs a switch off and on)",
+    )  # fmt: skip
 
 
 def _compare(sweep, as_json: bool) -> int:
     table = sweep.compare()
     if as_json:
-        print(table.reset_index().to_json(orient="records", indent=2))
+        print(_table_json(table))
     else:
         import pandas as pd
 
@@ -72,6 +120,10 @@ def _compare(sweep, as_json: bool) -> int:
     return 0
 
 
+def _table_json(table) -> str:
+    return table.reset_index().to_json(orient="records", indent=2)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep",
@@ -79,14 +131,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[1],
     )
     _spec_options(p)
-    p.add_argument(
-        "--vary", action="append", default=[], metavar="FIELD=V1,V2",
-        help="a JobSpec field (nodes, binding...) or app flag (--vary=--dtype=float32,bfloat16)",
-    )  # fmt: skip
+    vary_option(p)
     p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
-    p.add_argument("--backend", default="auto", help="auto (default), local, slurm or pbs")
+    p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"),
+                   help="auto (default): the system's scheduler; local runs each here")  # fmt: skip
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="at most N array elements at once (Slurm %%N, PBS Pro %%N)")  # fmt: skip
-    p.add_argument("--wait", action="store_true", help="wait for a scheduler's array to end")
+    p.add_argument("--wait", action="store_true",
+                   help="wait for a scheduler's array to end, then print the comparison; exit "
+                   f"{NEVER_RUNS_EXIT} if the scheduler says a variant can never run")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the states (or table) as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the variants and the script they would run; submit nothing")  # fmt: skip
     p.set_defaults(func=cmd_sweep)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
-__all__ = ["ADVICE", "explain", "missing_report", "scheduler_meaning", "wait_for"]
+__all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "scheduler_meaning", "wait_for"]
 
 STDERR_LINES = 10  # how many of the last stderr lines explain() shows
 
@@ -52,6 +52,46 @@ ADVICE = {
         "spec again; the note above says what the kit last knew"
     ),
 }
+# The same advice in the command's words (RUN: the run directory, as hpcprof-kit prints it).
+CLI_ADVICE = {
+    "QUEUED": (
+        "it is still waiting for nodes (the scheduler's reason says why): look again later "
+        "(hpcprof-kit explain {run}), or stop it with hpcprof-kit cancel {run}"
+    ),
+    "RUNNING": (
+        "it is still running: look again later (hpcprof-kit status {run}), or stop it with "
+        "hpcprof-kit cancel {run}"
+    ),
+    "FAILED": (
+        "read the stderr lines above ({run}/stderr holds all of it), fix the cause, then submit "
+        "again (hpcprof-kit submit --spec {run})"
+    ),
+    "TIMEOUT": (
+        "the walltime ran out before the job ended: submit it again with a longer walltime or "
+        "fewer steps (hpcprof-kit submit --spec {run} --walltime HH:MM:SS)"
+    ),
+    "CANCELLED": (
+        "it was cancelled (hpcprof-kit cancel, qdel or scancel) before it ended: submit it "
+        "again to rerun it (hpcprof-kit submit --spec {run})"
+    ),
+    "LOST": (
+        "its process or scheduler record is gone and it left no exit record: submit it again "
+        "(hpcprof-kit submit --spec {run}); the note above says what the kit last knew"
+    ),
+}
+# A queued job its scheduler says can never start: waiting cannot help, a new request can.
+NEVER_RUNS_ADVICE = (
+    "it can never start as asked (the scheduler's reason above says why), so waiting will not "
+    "help: cancel it with job.cancel() and submit again with a request that fits: fewer nodes, "
+    "a shorter walltime, or another queue"
+)
+CLI_NEVER_RUNS_ADVICE = (
+    "it can never start as asked (the scheduler's reason above says why), so waiting will not "
+    "help: cancel it (hpcprof-kit cancel {run}) and submit again with a request that fits: "
+    "fewer --nodes, a shorter --walltime, or another --queue"
+)
+# Slurm keeps such a job pending for good (squeue(1): the partition's limits exclude it).
+SLURM_NEVER_RUNS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit")
 NEEDS_RUN = "The cells below read this run's outputs: run them once the job has COMPLETED."
 
 # Why a vendor tracer leaves no report although the job ran to its end, per tool.
@@ -113,6 +153,16 @@ def scheduler_meaning(reason: str, job_id: str = "ID") -> str:
     return next((words for start, words in PBS_COMMENTS.items() if reason.startswith(start)), "")
 
 
+def can_never_run(reason: str | None) -> bool:
+    """Whether a queued job's scheduler reason says it can never start as asked: PBS's
+    ``Can Never Run: ...`` comment, or Slurm's partition-limit reasons.
+
+    >>> can_never_run("Can Never Run: Not enough total nodes available"), can_never_run("Priority")
+    (True, False)
+    """
+    return bool(reason) and (reason.startswith("Can Never Run") or reason in SLURM_NEVER_RUNS)
+
+
 def _scheduler_reason(job) -> str | None:
     """The scheduler's own word on the job; None when its backend has none (local)."""
     ask = getattr(job.backend, "reason", None)
@@ -124,12 +174,14 @@ def _scheduler_reason(job) -> str | None:
         return f"(the scheduler could not be asked: {exc})"
 
 
-def explain(job) -> str:
+def explain(job, cli: bool = False) -> str:
     """What happened to ``job`` and what to do next, as text (the state first).
 
     The state; the exit code and the signal from the job's own record (``job_end.json``);
     the kit's note; the scheduler's reason (Slurm ``Reason``, PBS ``comment``); the last
-    lines of ``stderr``; and the advice for that state.
+    lines of ``stderr``; and the advice for that state: for a job the scheduler says can
+    never run, to change the request rather than wait. ``cli=True`` gives the advice as
+    ``hpcprof-kit`` commands (``hpcprof-kit explain``) rather than Python calls.
 
     >>> from hpcprof_kit.jobs import JobSpec, submit
     >>> job = submit(JobSpec(system="local", command=["bash", "-c", "exit 3"], ranks_per_node=1))
@@ -162,11 +214,15 @@ def explain(job) -> str:
         lines.extend(f"    | {line}" for line in err.splitlines())
     else:
         lines.append("  stderr is empty")
-    if state in ADVICE:
-        lines.append(f"  what to do: {ADVICE[state]}")
+    advice = CLI_ADVICE if cli else ADVICE
+    if state == "QUEUED" and can_never_run(reason):
+        said = CLI_NEVER_RUNS_ADVICE if cli else NEVER_RUNS_ADVICE
+        lines.append(f"  what to do: {said.format(run=job.run_dir)}")
+    elif state in advice:
+        lines.append(f"  what to do: {advice[state].format(run=job.run_dir)}")
     elif state == "COMPLETED" and (note := missing_report(job)) is not None:
         lines.append(note)
-    if state != "COMPLETED":
+    if state != "COMPLETED" and not cli:
         lines.append(NEEDS_RUN)
     return "\n".join(lines)
 

@@ -9,8 +9,8 @@ limits a job is checked against, in this order:
    carried by ``JobSpec.reservation``; no warning, no scheduler asked);
 2. the system record (``System.queue``, which stays pure);
 3. the scheduler, when its commands are on PATH: ``pbs_rstat -f NAME`` for reservation-shaped
-   names, then ``qstat -Qf NAME``; the queue is accepted with a :class:`KitWarning` and the
-   limits the scheduler reports;
+   names, then ``qstat -Qf NAME``; the queue is accepted with a :class:`KitWarning` (said once
+   per process: :func:`say_warnings_again` forgets) and the limits the scheduler reports;
 4. a PBS reservation-shaped name (``R<digits>`` or ``S<digits>``) that no scheduler here can
    describe: accepted with a warning and only the generic checks (nodes >= 1, walltime format);
 5. anything else: the record's SpecError, which lists the known queues and how to use a
@@ -335,5 +335,22 @@ def resolve_queue(
     return QueueLimits.from_record(system.queue(name), system)
 
 
+# The queue warnings given in this process: a spec is checked at every validate, render and
+# submit (a notebook's every cell), and the same warning each time would bury the rest.
+_SAID: set[str] = set()
+
+
 def _warn(message: str) -> None:
+    if message in _SAID:
+        return
+    _SAID.add(message)
     warnings.warn(message, KitWarning, stacklevel=4)
+
+
+def say_warnings_again() -> None:
+    """Forget which queue warnings were given: the next check of each says its warning again
+    (each is otherwise said once per process).
+
+    >>> say_warnings_again()
+    """
+    _SAID.clear()

@@ -5,7 +5,8 @@ A grid maps a field to the values it takes: a :class:`JobSpec` field (``nodes``,
 Every combination is a variant; its run directory is made as :func:`submit` makes one, inside
 the sweep directory ``runs/sweep_<example>_<system>_<stamp>/``, whose ``sweep.json`` keeps the
 grid and each variant's values, run directory and state. A flag given ``True`` is added alone,
-``False`` leaves it out; any other value follows its flag (``--dtype bfloat16``).
+``False`` leaves it out; any other value follows its flag as its text (``--dtype bfloat16``,
+``--seed 0``): a value is never judged by its truth.
 
 Locally the variants run one after another; on Slurm they are one job array
 (``hpcprof_kit.jobs.sweep_array``). Running a sweep again runs only its variants that are
@@ -28,14 +29,15 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcprof_kit.errors import SpecError, SubmitError
 from hpcprof_kit.jobs.rundir import now_iso
 from hpcprof_kit.jobs.spec import JobSpec
+from hpcprof_kit.jobs.sweep_grid import check_grid, label_text, parse_vary, variant_spec
 from hpcprof_kit.paths import runs_root as default_runs_root
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,12 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["SWEEP_FILE", "Sweep", "Variant", "parse_vary"]
 
 SWEEP_FILE = "sweep.json"
-# JobSpec fields a sweep may vary: every field but the ones that make it another job entirely.
-FIXED = ("system", "example", "command")
-SPEC_FIELDS = {f.name: f.type for f in fields(JobSpec)}
-VARIABLE = tuple(name for name in SPEC_FIELDS if name not in FIXED)
 DONE = "COMPLETED"
-_TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
 
 
 @dataclass(frozen=True)
@@ -65,97 +62,7 @@ class Variant:
 
     @property
     def label(self) -> str:
-        return " ".join(f"{k}={_text(v)}" for k, v in self.values.items())
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def variant_spec(base: JobSpec, values: Mapping[str, Any]) -> JobSpec:
-    """``base`` with the spec fields of ``values`` set and its app flags appended to ``args``."""
-    changes = {k: v for k, v in values.items() if not k.startswith("-")}
-    words: list[str] = []
-    for flag, value in values.items():
-        if not flag.startswith("-"):
-            continue
-        if value is True:
-            words.append(flag)
-        elif value is not False and value is not None:
-            words += [flag, str(value)]
-    return base.with_(**changes, args=(*base.args, *words))
-
-
-def check_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
-    """The grid as lists, or SpecError naming the field, the value and the fix."""
-    if not grid:
-        raise SpecError(
-            "the grid is empty; vary at least one field, e.g. sweep(nodes=[1, 2]) or "
-            "--vary nodes=1,2"
-        )
-    checked: dict[str, list[Any]] = {}
-    for name, values in grid.items():
-        if name.startswith("-"):
-            if not name.startswith("--") or len(name) < 3 or " " in name:
-                raise SpecError(
-                    f"field {name!r} is not an app flag; write app arguments as their long "
-                    "flag, e.g. '--dtype'"
-                )
-        elif name not in SPEC_FIELDS:
-            raise SpecError(
-                f"field {name!r} is not a JobSpec field nor an app flag; vary one of "
-                f"{', '.join(VARIABLE)}, or an app argument written with its dashes "
-                f"('--{name.replace('_', '-')}')"
-            )
-        elif name in FIXED:
-            raise SpecError(
-                f"field {name!r} makes a different job, not a variant of one; make one sweep "
-                f"per {name}"
-            )
-        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-            raise SpecError(
-                f"field {name!r} takes a list of values, got {values!r}; pass e.g. [{values!r}]"
-            )
-        values = list(values)
-        if not values:
-            raise SpecError(
-                f"field {name!r} has an empty value list; give it at least one value, or "
-                "leave it out of the grid"
-            )
-        checked[name] = values
-    return checked
-
-
-def parse_vary(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``--vary FIELD=V1,V2`` words -> a grid, the values typed as the field is.
-
-    >>> parse_vary(["nodes=1,2", "--compile=off,on", "--dtype=float32"])
-    {'nodes': [1, 2], '--compile': [False, True], '--dtype': ['float32']}
-    """
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or not name:
-            raise SpecError(
-                f"--vary {item!r} is not FIELD=V1,V2; e.g. --vary nodes=1,2 or "
-                "--vary=--dtype=float32,bfloat16"
-            )
-        words = [w for w in text.split(",") if w != ""]
-        grid[name] = [_typed(name, w) for w in words]
-    return grid
-
-
-def _typed(name: str, word: str) -> Any:
-    kind = str(SPEC_FIELDS.get(name, ""))
-    low = word.lower()
-    if (kind == "bool" or name.startswith("--")) and low in _TRUE + _FALSE:
-        return low in _TRUE
-    if kind.startswith("int"):
-        try:
-            return int(word)
-        except ValueError:
-            raise SpecError(f"field {name!r} takes whole numbers; {word!r} is not one") from None
-    return word
+        return " ".join(f"{k}={label_text(v)}" for k, v in self.values.items())
 
 
 class Sweep:
@@ -275,7 +182,9 @@ class Sweep:
             max_concurrent: int | None = None) -> Sweep:  # fmt: skip
         """Run the pending variants: locally one after another; on a scheduler as one array."""
         from hpcprof_kit.jobs.backends import choose_backend
+        from hpcprof_kit.jobs.submission import check_backend
 
+        check_backend(self.base.system_record(), backend)
         if self.path is not None:
             self.refresh()  # what an earlier run left queued or running may have ended since
         todo = self.pending()
@@ -306,6 +215,15 @@ class Sweep:
                 continue
             self.mark(v.index, run_dir=job.run_dir.name, job_id=job.job_id, state=job.state)
             self.mark(v.index, state=job.wait(progress=False))  # never two at once on the cores
+
+    def preview(self, backend: str = "auto", max_concurrent: int | None = None) -> str:
+        """What ``run(backend)`` would run, as text: the variants still to run, each one's
+        command, and the script the scheduler would get; nothing is submitted or written
+        (:func:`hpcprof_kit.jobs.sweep_preview.preview`)."""
+        from hpcprof_kit.jobs.sweep_preview import preview
+
+        todo = self.pending() if self.path is not None else None
+        return preview(self, backend, todo, max_concurrent)
 
     def jobs(self) -> list[Job]:
         """The job handle of each variant that has a run directory."""
