@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit.cli import main
+from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs import JobSpec, submit
 from hpcprof_kit.systems import load_system
 from hpcprof_kit.systems import site_facts as sf
@@ -149,6 +150,25 @@ def test_the_script_finds_its_record_in_a_job_that_inherits_no_variables(records
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-2:] == ["lake", "lake"]
+
+
+def test_the_servers_max_queued_and_array_size_shape_a_sweep(records, tmp_path):
+    """A sweep on the written record: debug's one queued job per user runs the variants in
+    one job; generic's three per user cap an array at three variants (an array counts as N)."""
+    from hpcprof_kit.jobs.sweep_array import array_limit, check_array_size, one_job_only
+
+    records.mkdir()
+    (records / "pbshost.toml").write_text(record_text(read_cluster("pbs", pbs_answers), "pbshost"))
+    base = JobSpec(system="pbshost", example="seqpar", walltime="00:05:00")
+    debug = base.with_(queue="debug").sweep(str(tmp_path / "runs"), **{"--seed": ["0", "1"]})
+    assert one_job_only(debug)
+    workq = base.sweep(str(tmp_path / "runs"), **{"--seed": ["0", "1"]})
+    assert (one_job_only(workq), array_limit(workq)) == (False, 10000)
+    grid = {"--seed": ["0", "1", "2", "3"]}
+    generic = base.with_(queue="generic")
+    assert array_limit(generic.sweep(str(tmp_path / "runs"), **{"--seed": ["0"]})) == 3
+    with pytest.raises(SpecError, match="more than pbshost's array limit of 3"):
+        check_array_size(generic.sweep(str(tmp_path / "runs"), **grid))
 
 
 # ---- the command -----------------------------------------------------------------------------
