@@ -199,9 +199,13 @@ def test_site_init_pbs_writes_the_record_once_and_never_over_it_standin(
 ):
     assert main(["site", "init", "--scheduler", "pbs"]) == 0
     path = records / "pbshost.toml"  # the server's name
-    assert f"wrote {path} (4 queues, 1 nodes)" in capsys.readouterr().out
+    assert f"wrote {path} (4 queues, 1 node)" in capsys.readouterr().out
     text = path.read_text()
-    assert "qstat -Qf, pbsnodes -av, qstat -Bf" in text  # what answered; qmgr did not
+    assert "#   qstat -Qf, pbsnodes -av, qstat -Bf\n" in text  # what answered; qmgr did not
+    assert (
+        'max_nodes = 2\n# the server refuses walltimes under 00:05:00 here\nmax_walltime = "01:00:00"'
+        in text
+    )
     assert "job_history = false" in text
     assert text.count("# EDIT:") == 4  # launcher, account, venv, setup: what no scheduler tells
     assert load_system("pbshost").queue("debug").max_walltime == "01:00:00"

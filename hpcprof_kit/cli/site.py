@@ -26,7 +26,7 @@ def _init(args: argparse.Namespace) -> int:
     import re
 
     from hpcprof_kit.jobs.queues import run_query
-    from hpcprof_kit.systems.site_init import read_cluster, records_folder, write_record
+    from hpcprof_kit.systems.site_init import nodes_text, read_cluster, records_folder, write_record
 
     folder = records_folder(args.out)  # before asking the cluster: a missing folder fails fast
     facts = read_cluster(args.scheduler, run_query)
@@ -34,7 +34,7 @@ def _init(args: argparse.Namespace) -> int:
     fallback = (facts.server.name or f"my{args.scheduler}").split(".")[0]
     name = args.name or re.sub(r"[^A-Za-z0-9_.-]", "-", fallback)
     path = write_record(facts, name, folder)
-    print(f"wrote {path} ({len(facts.queues)} queues, {len(facts.nodes)} nodes)")
+    print(f"wrote {path} ({len(facts.queues)} queues, {nodes_text(len(facts.nodes))})")
     print("edit the lines marked EDIT (modules, venv, launcher); then use it with")
     print(f"  HPCPROF_SYSTEMS_DIR={folder} hpcprof-kit submit --system {name} ...")
     return 0

@@ -108,6 +108,8 @@ def _queue_lines(facts: ClusterFacts) -> list[str]:
             lines.append("# the scheduler says this queue does not take jobs now")
         lines.append(f"min_nodes = {q.min_nodes}")
         lines.append(f"max_nodes = {q.max_nodes or most_nodes}")
+        if q.min_walltime:
+            lines.append(f"# the server refuses walltimes under {q.min_walltime} here")
         if q.max_walltime is None:
             lines.append("# the scheduler sets no walltime limit here")
         lines.append(f"max_walltime = {_q(q.max_walltime or NO_LIMIT)}")
@@ -137,10 +139,11 @@ def _rule_lines(facts: ClusterFacts) -> list[str]:
 
 _HEAD = """\
 # Site record {name!r}, written by `hpcprof-kit site init --scheduler {scheduler}` from what
-# the cluster said ({asked}). The queues, limits, nodes and rules are the scheduler's; run site
-# init again (to a new name) when they change.
-# EDIT the lines marked EDIT: what no scheduler can tell (modules, the Python environment, the
-# MPI launcher). Check the record with: hpcprof-kit render --system {name} --example train -
+# the cluster said:
+#   {asked}
+# The queues, limits, nodes and rules are the scheduler's; run site init again (to a new name)
+# when they change. EDIT the lines marked EDIT: what no scheduler can tell (modules, the Python
+# environment, the MPI launcher). Then check it: hpcprof-kit render --system {name}
 """
 
 _LAUNCHERS = {
@@ -158,6 +161,15 @@ _LAUNCHERS = {
 }
 
 
+def nodes_text(count: int) -> str:
+    """``count`` nodes in words.
+
+    >>> nodes_text(1), nodes_text(4)
+    ('1 node', '4 nodes')
+    """
+    return f"{count} node{'' if count == 1 else 's'}"
+
+
 def record_text(facts: ClusterFacts, name: str) -> str:
     """The record's TOML text (pure)."""
     cores = min((n.cores for n in facts.nodes if n.cores), default=0)
@@ -166,7 +178,7 @@ def record_text(facts: ClusterFacts, name: str) -> str:
     lines = [
         _HEAD.format(name=name, scheduler=facts.scheduler, asked=asked).rstrip("\n"),
         f"name = {_q(name)}",
-        f"title = {_q(f'{name} ({len(facts.nodes)} nodes, {facts.scheduler})')}",
+        f"title = {_q(f'{name} ({nodes_text(len(facts.nodes))}, {facts.scheduler})')}",
         f'scheduler = "{facts.scheduler}"',
         *_LAUNCHERS[facts.scheduler],
         'device_type = "auto"',
