@@ -251,7 +251,7 @@ def records_folder(out: str | None) -> Path:
             "no folder for the record: pass --out DIR, or set HPCPROF_SYSTEMS_DIR to the "
             "folder your site records live in (then --system NAME finds it)"
         )
-    return Path(folder)
+    return Path(folder).resolve()
 
 
 def write_record(facts: ClusterFacts, name: str, folder: Path) -> Path:
@@ -264,7 +264,7 @@ def write_record(facts: ClusterFacts, name: str, folder: Path) -> Path:
             f"{path} already exists; site init never overwrites a record: pass another "
             "--name, or move that file away first"
         )
-    if name in system_names() and not (folder / f"{name}.toml").exists():
+    if name in system_names():  # a second record of that name would hide one of the two
         raise SpecError(
             f"a system named {name!r} already exists (hpcprof-kit knows it); pass another --name"
         )
