@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,15 @@ def test_a_generic_pbs_record_renders_a_clean_script_that_names_its_folder(recor
     assert "--pmi" not in script and "CCL_" not in script
     assert f"export HPCPROF_SYSTEMS_DIR={shlex.quote(str(records.resolve()))}\n" in script
     assert "job_history = false" in (records / "lake.toml").read_text()  # qstat -Bf says none
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        from must_have import missing
+
+        missing("shellcheck is not on PATH (Debian's shellcheck)")
+    (records / "job.sh").write_text(script)
+    done = subprocess.run([shellcheck, "-s", "bash", str(records / "job.sh")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stdout
     # the built-in records' scripts are as before: no folder to name
     assert "HPCPROF_SYSTEMS_DIR" not in JobSpec(system="polaris", account="P").render()
 
