@@ -252,6 +252,7 @@ class ResolvedJob:
         return {
             "title": self.title,
             "system": shlex.quote(sysrec.name),
+            "systems_dir": shlex.quote(sysrec.folder) if sysrec.folder else "",
             "name": self.name,
             "nodes": at.nodes,
             "ranks_per_node": at.ranks_per_node,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,9 @@ class System:
     env_vars: dict[str, str]
     extra: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # The folder of a record found through $HPCPROF_SYSTEMS_DIR ("" for the kit's own): a batch
+    # job inherits none of the submitting shell's variables, so its script names the folder.
+    folder: str = ""
 
     @property
     def devices_per_node(self) -> int:
@@ -241,7 +244,9 @@ def _read_record(path: str, mtime_ns: int, size: int) -> System:
     """One record file parsed once per version of it (a changed file is read again)."""
     with open(path, "rb") as fh:
         data = tomllib.load(fh)
-    return _from_dict(data, source=Path(path).name)
+    record = _from_dict(data, source=Path(path).name)
+    where = Path(path).resolve().parent
+    return record if where == _HERE else replace(record, folder=str(where))
 
 
 def load_system(name: str) -> System:
