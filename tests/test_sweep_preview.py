@@ -98,8 +98,13 @@ sweep of seqpar on aurora: 2 variants, one PBS job running them in turn (qsub)
 set -o pipefail
 # Queue debug takes one job per user, and PBS counts an array of N as N jobs: the
 # 2 variants run one after another inside this single job.
+# Each variant claims its turn file first (created once): one the user cancelled
+# before its turn holds 'skipped' and is passed over; the others still run.
 rc=0
 for run_dir in '<sweep>/<run of variant 0>' '<sweep>/<run of variant 1>'; do
+    if ! (set -C; echo started >"$run_dir/turn") 2>/dev/null; then
+        echo "skipped $run_dir: cancelled before its turn"; continue
+    fi
     (export HPCPROF_RUN_DIR="$run_dir"; cd "$run_dir" && bash job.sh >stdout 2>stderr) || rc=1
 done
 exit "$rc"
