@@ -24,17 +24,22 @@ demo: env
 # nbval's options come from the one list in hpcprof_kit/validate/run.py (read when a recipe runs)
 NBVAL = $(shell $(PY) -c 'from hpcprof_kit.validate.run import nbval_args; print(*nbval_args("notebooks"))')
 
+# Tests wait on jobs, schedulers and browsers as much as they compute: TEST_WORKERS pytest-xdist
+# workers share them out, a module (or a shared resource's group, tests/conftest.py) per worker.
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS)
+
 test: env
 	$(VENV)/bin/ruff check .
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider tests
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider --doctest-modules hpcprof_kit
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(NBVAL) notebooks
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadgroup tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --doctest-modules hpcprof_kit
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadfile $(NBVAL) notebooks
 
 # The inner loop: ruff, then every test that starts no job, ranks, scheduler or browser
 # (tests/conftest.py, --quick). Not a replacement for `make test`, which CI runs.
 test-quick: env
 	$(VENV)/bin/ruff check .
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider -q --quick tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider -q $(XDIST) --dist loadgroup --quick tests
 
 # CI's second leg: the sites' oldest stack (Python 3.10, torch 2.8.0, the real IPEX 2.8.0 for the
 # CPU) in its own .venv-site; the demo and the torch-dependent test files there.

@@ -68,7 +68,28 @@ def _left_out_by_name(item) -> bool:
     )
 
 
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) a module's tests stay on one
+# worker, so its module fixtures are made once; tests that share a machine-wide resource share
+# one group: one Slurm cluster per run (job ids would repeat across two), one nsys at a time
+# (its agents are machine-wide), one JupyterLab and Chromium.
+SHARED_GROUPS = {"slurm": "slurm", "browser": "browser"}
+SHARED_GROUP_FIXTURES = {"slurm_cluster": "slurm", "cluster_env": "slurm"}
+SHARED_GROUP_MODULES = {"test_nsight_stats_real.py": "nsys"}
+
+
+def _xdist_group(item) -> str:
+    for marker, group in SHARED_GROUPS.items():
+        if item.get_closest_marker(marker):
+            return group
+    for fixture in getattr(item, "fixturenames", ()):
+        if fixture in SHARED_GROUP_FIXTURES:
+            return SHARED_GROUP_FIXTURES[fixture]
+    return SHARED_GROUP_MODULES.get(item.path.name, item.path.name)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     if not config.getoption("--quick", default=False):
         return
     keep, drop = [], []
