@@ -18,13 +18,35 @@ from hpcprof_kit.tracer_ranks import traced_ranks
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal"
-# train-compile.sh is train.sh with --compile added (test_ready_compile_scripts.py), and
-# train-compile-profile.sh rehearses that flag at the site's rank count already.
-SITE_SCRIPTS = sorted(
-    k
-    for k in catalog_specs()
-    if k.split("/")[0] in ("aurora", "polaris") and not k.endswith("/train-compile.sh")
-)
+
+
+def _features(spec: JobSpec) -> set[str]:
+    """What a ready script asks of the site: its example, the profiler, compile, its tracer, the
+    tracer's rank rule (every rank or the seeds' selection) and a capture range."""
+    found = {f"example:{spec.example}"}
+    found |= {"profile"} if spec.profile else set()
+    found |= {"compile"} if "--compile" in spec.args else set()
+    if spec.tracer:
+        found |= {f"tracer:{spec.tracer}", "ranks:all" if spec.trace_all else "ranks:rule"}
+    found |= {"capture"} if spec.capture_steps else set()
+    return found
+
+
+def one_script_per_feature(site: str) -> list[str]:
+    """The fewest of a site's ready scripts that together ask for every feature any of them asks
+    for (greedy, ties by name). The others differ from these only in text, which
+    test_jobs_render.py holds to the catalog and the goldens."""
+    specs = {k: s for k, s in catalog_specs().items() if k.split("/")[0] == site}
+    features = {k: _features(s) for k, s in specs.items()}
+    left, chosen = set().union(*features.values()), []
+    while left:
+        best = max(sorted(features), key=lambda k: len(features[k] & left))
+        chosen.append(best)
+        left -= features[best]
+    return sorted(chosen)
+
+
+SITE_SCRIPTS = one_script_per_feature("aurora") + one_script_per_feature("polaris")
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
 
