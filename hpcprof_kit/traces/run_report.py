@@ -187,7 +187,7 @@ def report(data, *, top: int = 20) -> Report:
     b = bd.step_breakdown(df)
     steps = bd.rank_steps(b)
     panes = {
-        "overview": overview(df, b),
+        "overview": overview(df, b, steps),
         "operators": operators(df, top),
         "kernels": kernels(df, top),
         "memory": memory(full),  # the memory events' sizes are read from the files again
@@ -195,7 +195,7 @@ def report(data, *, top: int = 20) -> Report:
     }
     facts["kind"] = ",".join(sorted(set(b["kind"]))) if len(b) else None
     facts["steps"] = sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else []
-    return Report(facts, fnd.find(df, b, steps, meta), panes, full, b)
+    return Report(facts, fnd.find(df, b, steps, meta), tidy(panes), full, b)
 
 
 def run_facts(df: pd.DataFrame) -> dict[str, Any]:
@@ -223,7 +223,7 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
 SUMMARY_ONLY = "not kept in the per-rank summaries of an --mpi report; run it in one process"
 
 
-def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
+def overview(df: pd.DataFrame | None, b: pd.DataFrame, steps: pd.DataFrame | None = None) -> Pane:
     import pandas as pd
 
     pane = Pane(PANE_TITLES["overview"])
@@ -231,6 +231,8 @@ def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
         pane.missing["steps"] = "the trace has no events with a duration"
         return pane
     busy, wait = bd.busy_and_wait(b)
+    per_step = bd.rank_steps(b) if steps is None else steps
+    named = per_step["straggler"].to_numpy()
     rows = []
     for rank, idx in b.groupby("rank").indices.items():
         wall = b["wall_ns"].to_numpy()[idx] / 1e6
@@ -244,10 +246,17 @@ def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
                 "wall_p10_ms": q["p10"],
                 "wall_p90_ms": q["p90"],
                 "worked_median_ms": float(np.median(busy[idx])) / 1e6,
+                "worked_max_ms": float(np.max(busy[idx])) / 1e6,
                 "waited_median_ms": float(np.median(wait[idx])) / 1e6,
+                # a median hides a rank that is slow in a few steps only: say in which
+                "straggler_in_steps": ",".join(
+                    str(int(st)) for st in per_step.index[named == int(rank)]
+                ),
             }
         )
     pane.tables["steps"] = pd.DataFrame(rows)
+    if int(b["rank"].nunique()) > 1:
+        pane.tables["rank_by_step"] = per_step_view(per_step)
     total = float(b["wall_ns"].sum()) or 1.0
     parts = pd.DataFrame(
         {
@@ -259,27 +268,37 @@ def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
     pane.tables["breakdown"] = parts
     device = b[b["kind"] == "device"]
     if len(device):
+        transfer, waiting = comm_transfer_and_wait(device)
+        device = device.assign(transfer_ns=transfer, waiting_ns=waiting)
         g = device.groupby("rank")
         wall = g["wall_ns"].sum().astype(float)
         pane.tables["utilisation"] = pd.DataFrame(
             {
                 "rank": wall.index.to_numpy(dtype=np.int64),
                 "compute_pct": 100 * (g["compute_ns"].sum() + g["hidden_comm_ns"].sum()) / wall,
-                "comm_pct": 100 * (g["hidden_comm_ns"].sum() + g["exposed_comm_ns"].sum()) / wall,
+                "comm_pct": 100 * (g["hidden_comm_ns"].sum() + g["transfer_ns"].sum()) / wall,
+                "comm_waiting_pct": 100 * g["waiting_ns"].sum() / wall,
                 "memory_pct": 100 * g["memory_ns"].sum() / wall,
                 "device_idle_pct": 100 * (g["host_ns"].sum() + g["idle_ns"].sum()) / wall,
             }
         ).reset_index(drop=True)
-        try:
-            from hpcprof_kit.traces.device_idle import idle_split
-
-            if df is None:
-                pane.missing["idle_split"] = SUMMARY_ONLY
-            else:
-                split = idle_split(df)
-                pane.tables["idle_split"] = split[split["stream"] == -1].reset_index(drop=True)
-        except TraceFormatError as exc:
-            pane.missing["idle_split"] = str(exc)
+        pane.notes.append(
+            "comm_pct is communication moving data (hidden behind compute, or exposed as long "
+            "as the last rank to arrive waits); comm_waiting_pct is the rest of the exposed "
+            "communication: the rank waiting for slower ranks"
+            + ("" if device["rank"].nunique() > 1 else " (one rank: all counted as transfer)")
+        )
+        if df is None:
+            pane.missing["idle_split"] = SUMMARY_ONLY
+        else:
+            try:
+                pane.tables["idle_split"] = idle_by_stream(df)
+                pane.notes.append(
+                    "idle_split: each stream's idle time on its own; streams run side by "
+                    "side, so their idle times do not add up to the device's"
+                )
+            except TraceFormatError as exc:
+                pane.missing["idle_split"] = str(exc)
     else:
         why = "a CPU-only trace: no device events, so no device utilisation or idle split"
         pane.missing["utilisation"] = why
@@ -299,6 +318,72 @@ def overview(df: pd.DataFrame | None, b: pd.DataFrame) -> Pane:
         "worked = wall - exposed comm: the time a rank worked before it waited for the others"
     )
     return pane
+
+
+def comm_transfer_and_wait(b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a step breakdown: its exposed communication split into the transfer (what
+    even the last rank to arrive waits for: the step's smallest exposed comm across ranks)
+    and the waiting for slower ranks (the rest), ns. With one rank in a step, all transfer.
+
+    >>> import pandas as pd
+    >>> b = pd.DataFrame({"rank": [0, 1, 0], "step": [1, 1, 2],
+    ...                   "exposed_comm_ns": [9_000_000, 1_000_000, 2_000_000]})
+    >>> [a.tolist() for a in comm_transfer_and_wait(b)]
+    [[1000000, 1000000, 2000000], [8000000, 0, 0]]
+    """
+    exposed = b["exposed_comm_ns"].to_numpy(dtype=np.int64)
+    floor = b.groupby("step")["exposed_comm_ns"].transform("min").to_numpy(dtype=np.int64)
+    return floor, exposed - floor
+
+
+STREAM_ROLES = ("compute", "communication", "copies")
+
+
+def idle_by_stream(df: pd.DataFrame) -> pd.DataFrame:
+    """The overview's idle split: one row per rank and device stream, with what the stream
+    runs (``compute``, ``communication``, ``copies``: the most of its events), in ms; no
+    summed row, since a communication stream idles while the compute stream works."""
+    import pandas as pd
+
+    from hpcprof_kit.traces.device_idle import WAITS, idle_split
+
+    split = idle_split(df)
+    split = split[split["stream"] != -1]
+    dev = df[(df["stream"].to_numpy() >= 0) & (df["device"].to_numpy() >= 0)]
+    track = dev["track"].astype(str)
+    role = np.select(
+        [track.isin(("gpu",)), track == "comm", track.isin(("memcpy", "memset"))],
+        list(STREAM_ROLES),
+        "",
+    )
+    counts = pd.DataFrame(
+        {"rank": dev["rank"].to_numpy(), "stream": dev["stream"].to_numpy(), "runs": role}
+    )
+    counts = counts[counts["runs"] != ""].value_counts().reset_index(name="n")
+    counts = counts.sort_values(["n", "runs"], ascending=[False, True])
+    runs = counts.drop_duplicates(["rank", "stream"]).set_index(["rank", "stream"])["runs"]
+    keys = pd.MultiIndex.from_frame(split[["rank", "stream"]].astype(np.int64))
+    out = pd.DataFrame(
+        {
+            "rank": split["rank"].to_numpy(),
+            "device": split["device"].to_numpy(),
+            "stream": split["stream"].to_numpy(),
+            "runs": runs.reindex(keys).fillna("").to_numpy(),
+            "events": split["events"].to_numpy(),
+            "idle_ms": split["idle_ns"].to_numpy() / 1e6,
+        }
+    )
+    for w in WAITS:
+        out[f"{w}_ms"] = split[f"{w}_ns"].to_numpy() / 1e6
+    return out
+
+
+def per_step_view(steps: pd.DataFrame) -> pd.DataFrame:
+    """The rank x step view for the overview: per step, each rank's time worked before
+    waiting (ms, one column per rank), the straggler and what it cost the others."""
+    out = steps.drop(columns=["tied", "spread_pct"], errors="ignore").copy()
+    out.columns = [f"rank {c}" if not isinstance(c, str) else c for c in out.columns]
+    return out.reset_index()
 
 
 def categories(df: pd.DataFrame) -> pd.DataFrame:
@@ -329,9 +414,8 @@ def operators(df: pd.DataFrame, top: int) -> Pane:
     if len(ranges):
         pane.tables["user_ranges"] = ranges
     pane.missing["input_shapes"] = (
-        "the kit's trace table keeps no event arguments, so input shapes are not shown; "
-        "profile with record_shapes=True and read them with "
-        "prof.key_averages(group_by_input_shape=True)"
+        "not in this pane: traces.event_args(df, kinds=['inputs']) gives each op's input "
+        "dims and types, when the run was profiled with record_shapes=True"
     )
     return pane
 
@@ -356,10 +440,13 @@ def kernels(df: pd.DataFrame, top: int) -> Pane:
         from hpcprof_kit.traces.device_idle import launch_stats, launch_summary
 
         stats = launch_stats(df)
-        pane.tables["launches"] = launch_summary(stats)
+        pane.tables["launches"] = launch_table(stats, launch_summary(stats))
         pane.notes.append(
-            "launch delay = the kernel's start minus the end of the call that launched it "
-            "(HTA's definition)"
+            "launches: delay = the kernel's start minus the end of the call that launched it "
+            "(HTA's definition); queued = the part of it the kernel waited behind earlier "
+            "work on its device (the host running ahead, which is how a busy device should "
+            "look); own = the rest, the launch's own delay; delay_outliers counts own delays "
+            "over 0.1 ms, hta_delay_outliers HTA's count of whole delays"
         )
     except TraceFormatError as exc:
         pane.missing["launches"] = str(exc)
@@ -368,6 +455,34 @@ def kernels(df: pd.DataFrame, top: int) -> Pane:
         n = int(short["count"].sum())
         pane.notes.append(f"{int(short['under_10us'].sum())} of these {n} kernels last under 10 µs")
     return pane
+
+
+def launch_table(stats: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """The kernels pane's launches per rank, in ms: the launch call's and the kernel's
+    duration, the delay (HTA's) split into the queue and the launch's own, and the outliers.
+    """
+    import pandas as pd
+
+    from hpcprof_kit.traces.device_idle import LAUNCH_DELAY_CUTOFF_NS
+
+    s = stats.assign(own_ns=stats["launch_delay_ns"] - stats["queue_ns"])
+    s["queued"] = s["queue_ns"] > 0
+    s["own_outlier"] = s["own_ns"] > LAUNCH_DELAY_CUTOFF_NS
+    g = s.groupby("rank", sort=True)
+    out = pd.DataFrame({"rank": g.size().index.to_numpy(dtype=np.int64)})
+    out["launches"] = g.size().to_numpy(dtype=np.int64)
+    for col, name in (("cpu_duration_ns", "call"), ("gpu_duration_ns", "kernel")):
+        out[f"{name}_p50_ms"] = g[col].median().to_numpy() / 1e6
+    out["delay_p50_ms"] = g["launch_delay_ns"].median().to_numpy() / 1e6
+    out["queued"] = g["queued"].sum().to_numpy(dtype=np.int64)
+    out["queue_p50_ms"] = g["queue_ns"].median().to_numpy() / 1e6
+    out["own_delay_p50_ms"] = g["own_ns"].median().to_numpy() / 1e6
+    out["own_delay_p90_ms"] = g["own_ns"].quantile(0.9).to_numpy() / 1e6
+    out["delay_outliers"] = g["own_outlier"].sum().to_numpy(dtype=np.int64)
+    out["hta_delay_outliers"] = summary["delay_outliers"].to_numpy(dtype=np.int64)
+    out["runtime_outliers"] = summary["runtime_outliers"].to_numpy(dtype=np.int64)
+    out["short_kernels"] = summary["short_kernels"].to_numpy(dtype=np.int64)
+    return out
 
 
 def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
@@ -483,19 +598,40 @@ def distributed(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame) -> Pane:
             "start skew compares the ranks' clocks: exact on one node, and across nodes only "
             "as good as their clock synchronisation"
         )
-    named = [int(r) for r in steps["straggler"] if r >= 0]
-    if named and ranks > 1:
-        rank = max(sorted(set(named)), key=named.count)
-        import pandas as pd
-
-        slower = pd.DataFrame(fnd.slower_names(df, rank, top=10))
-        if len(slower):
-            pane.tables["straggler_kernels"] = slower.assign(rank=rank)
+    if ranks > 1:
+        table, why = straggler_kernels(df, steps)
+        if table is not None:
+            pane.tables["straggler_kernels"] = table
+        else:
+            pane.missing["straggler_kernels"] = why
     pane.missing["message_sizes"] = (
-        "the kit's trace table keeps no event arguments, so collective sizes, algorithm and "
-        "bus bandwidth are not computed"
+        "not in this pane: traces.event_args(df, kinds=['collectives']) gives each "
+        "collective's name, elements, dtype, bytes and group size, where the trace records them"
     )
     return pane
+
+
+def straggler_kernels(df: pd.DataFrame, steps: pd.DataFrame) -> tuple[Any, str]:
+    """The most often named straggler's kernels (ops on a CPU-only trace) against the other
+    ranks', in the steps where it was the straggler only: a rank slow in two steps of ten
+    has ordinary medians over all ten. Returns (table, "") or (None, why not)."""
+    import pandas as pd
+
+    named = [int(r) for r in steps["straggler"] if r >= 0]
+    if not named:
+        return None, "no step has a straggler: the slowest ranks are within 1 % of each other"
+    rank = max(sorted(set(named)), key=named.count)
+    in_steps = [int(st) for st, r in zip(steps.index, steps["straggler"], strict=True) if r == rank]
+    sub = df[np.isin(df["step"].to_numpy(), in_steps)]
+    slower = pd.DataFrame(fnd.slower_names(sub, rank, top=10))
+    if slower.empty:
+        return None, (
+            f"rank {rank} was the straggler in steps {in_steps}, but none of its kernels "
+            "there is more than 1.1x slower than on the other ranks: look at its host work "
+            "(the operators pane) and its data loading"
+        )
+    steps_text = ",".join(map(str, in_steps))
+    return slower.assign(rank=rank, steps=steps_text), ""
 
 
 def collectives(df: pd.DataFrame) -> pd.DataFrame:
@@ -561,7 +697,7 @@ def report_from_summary(run, top: int = 20) -> Report:
         return fnd.slower_than_others(med, rank)
 
     panes = {
-        "overview": overview(None, b),
+        "overview": overview(None, b, steps if len(b) else None),
         "operators": Pane(PANE_TITLES["operators"]),
         "kernels": Pane(PANE_TITLES["kernels"]),
         "memory": Pane(PANE_TITLES["memory"], missing={"peaks": SUMMARY_ONLY}),
@@ -591,4 +727,51 @@ def report_from_summary(run, top: int = 20) -> Report:
         "steps": sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else [],
     }
     found = fnd.find_in(b, steps, sig, meta, None, slower)
-    return Report(facts, found, panes, None, b)
+    return Report(facts, found, tidy(panes), None, b)
+
+
+# a table's unit suffix -> the factor to ms: every pane reads in ms
+_TO_MS = {"_ns": 1e-6, "_us": 1e-3}
+
+
+def tidy(panes: dict[str, Pane]) -> dict[str, Pane]:
+    """Every pane in one unit and rounded as a reader reads it: times in ms to the µs (3
+    decimals), percentages to 1 decimal (a 0-1 ``share`` becomes ``share_pct``), ratios
+    to 3 decimals. The analyses behind the panes keep their exact ns."""
+    for pane in panes.values():
+        pane.tables = {name: tidy_table(t) for name, t in pane.tables.items()}
+    return panes
+
+
+def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
+    """One table in ms, rounded (see :func:`tidy`).
+
+    >>> import pandas as pd
+    >>> tidy_table(pd.DataFrame({"idle_ns": [201615431], "mean_us": [12.34567],
+    ...                          "share": [0.123456], "ratio": [1.23456]}))
+       idle_ms  mean_ms  share_pct  ratio
+    0  201.615    0.012       12.3  1.235
+    """
+    out = table.copy()
+    out.attrs = {}
+    renamed = {}
+    for col in out.columns:
+        name = str(col)
+        suffix = name[-3:]
+        if suffix in _TO_MS and _numeric(out[col]):
+            out[col] = out[col].astype(float) * _TO_MS[suffix]
+            renamed[col] = name[:-3] + "_ms"
+        elif name == "share" and _numeric(out[col]):
+            out[col] = out[col].astype(float) * 100
+            renamed[col] = "share_pct"
+    out = out.rename(columns=renamed)
+    for col in out.columns:
+        if not _numeric(out[col]) or out[col].dtype.kind in "iub":
+            continue
+        # + 0.0 turns the -0.0 of a rounded -2 ns into 0.0
+        out[col] = out[col].astype(float).round(1 if str(col).endswith("_pct") else 3) + 0.0
+    return out
+
+
+def _numeric(column: pd.Series) -> bool:
+    return column.dtype.kind in "iufb"
