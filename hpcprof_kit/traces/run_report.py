@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,48 +34,40 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces import findings as fnd
-from hpcprof_kit.traces.breakdown import PARTS, bare, text_test
-from hpcprof_kit.traces.kineto import CATEGORY_TRACKS
+from hpcprof_kit.traces.report_distributed import (  # noqa: F401  (the panes, named here too)
+    collectives,
+    distributed,
+    memory,
+    straggler_kernels,
+)
+from hpcprof_kit.traces.report_kernels import (  # noqa: F401
+    kernel_durations,
+    kernels,
+    launch_table,
+    launched_by,
+    operators,
+)
+from hpcprof_kit.traces.report_overview import (  # noqa: F401
+    KNOWN_CATS,
+    categories,
+    comm_transfer_and_wait,
+    idle_by_stream,
+    overview,
+    per_step_view,
+)
+from hpcprof_kit.traces.report_pane import (  # noqa: F401
+    PANE_TITLES,
+    PANES,
+    SUMMARY_ONLY,
+    Pane,
+    RunView,
+    tidy,
+    tidy_table,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-PANES = ("overview", "operators", "kernels", "memory", "distributed")
-PANE_TITLES = {
-    "overview": "Overview",
-    "operators": "Operators",
-    "kernels": "Kernels",
-    "memory": "Memory",
-    "distributed": "Distributed",
-}
-# categories the kit reads on purpose; any other is counted in the overview and named
-KNOWN_CATS = frozenset(
-    {
-        *CATEGORY_TRACKS,
-        "cpu_op",
-        "user_annotation",
-        "python_function",
-        "cpu_instant_event",
-        "Trace",
-        "ac2g",
-        "",
-        "overhead",
-        "fwdbwd",
-        "Spans",
-    }
-)
-
-
-@dataclass
-class Pane:
-    """One pane: its tables by name, notes to read them by, and what it could not show."""
-
-    title: str
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not there
 
 
 @dataclass
@@ -182,20 +173,19 @@ def report(data, *, top: int = 20) -> Report:
         )
     meta = df.attrs.get("ranks", {})
     facts = run_facts(df)
-    # the analyses below need no metadata: pandas would copy it at every step
-    full, df = df, bare(df)
-    b = bd.step_breakdown(df)
-    steps = bd.rank_steps(b)
+    view = RunView.of(df)  # prepared once; every pane and the rules read it
+    b = view.breakdown
     panes = {
-        "overview": overview(df, b, steps),
-        "operators": operators(df, top),
-        "kernels": kernels(df, top),
-        "memory": memory(full),  # the memory events' sizes are read from the files again
-        "distributed": distributed(df, b, steps),
+        "overview": overview(view),
+        "operators": operators(view, top),
+        "kernels": kernels(view, top),
+        "memory": memory(view),
+        "distributed": distributed(view),
     }
     facts["kind"] = ",".join(sorted(set(b["kind"]))) if len(b) else None
     facts["steps"] = sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else []
-    return Report(facts, fnd.find(df, b, steps, meta), tidy(panes), full, b)
+    found = fnd.find(view.df, b, view.steps, meta)
+    return Report(facts, found, tidy(panes), df, b)
 
 
 def run_facts(df: pd.DataFrame) -> dict[str, Any]:
@@ -211,470 +201,6 @@ def run_facts(df: pd.DataFrame) -> dict[str, Any]:
         ),
         "sources": sorted(str(m.get("source")) for m in meta.values() if m.get("source"))[:8],
     }
-
-
-def _quantiles(values: np.ndarray) -> dict[str, float]:
-    if values.size == 0:
-        return {"p10": math.nan, "median": math.nan, "p90": math.nan}
-    p10, med, p90 = np.quantile(values, [0.1, 0.5, 0.9])
-    return {"p10": float(p10), "median": float(med), "p90": float(p90)}
-
-
-SUMMARY_ONLY = "not kept in the per-rank summaries of an --mpi report; run it in one process"
-
-
-def overview(df: pd.DataFrame | None, b: pd.DataFrame, steps: pd.DataFrame | None = None) -> Pane:
-    import pandas as pd
-
-    pane = Pane(PANE_TITLES["overview"])
-    if b.empty:
-        pane.missing["steps"] = "the trace has no events with a duration"
-        return pane
-    busy, wait = bd.busy_and_wait(b)
-    per_step = bd.rank_steps(b) if steps is None else steps
-    named = per_step["straggler"].to_numpy()
-    rows = []
-    for rank, idx in b.groupby("rank").indices.items():
-        wall = b["wall_ns"].to_numpy()[idx] / 1e6
-        q = _quantiles(wall)
-        rows.append(
-            {
-                "rank": int(rank),
-                "kind": b["kind"].iloc[idx[0]],
-                "steps": int(idx.size),
-                "wall_median_ms": q["median"],
-                "wall_p10_ms": q["p10"],
-                "wall_p90_ms": q["p90"],
-                "worked_median_ms": float(np.median(busy[idx])) / 1e6,
-                "worked_max_ms": float(np.max(busy[idx])) / 1e6,
-                "waited_median_ms": float(np.median(wait[idx])) / 1e6,
-                # a median hides a rank that is slow in a few steps only: say in which
-                "straggler_in_steps": ",".join(
-                    str(int(st)) for st in per_step.index[named == int(rank)]
-                ),
-            }
-        )
-    pane.tables["steps"] = pd.DataFrame(rows)
-    if int(b["rank"].nunique()) > 1:
-        pane.tables["rank_by_step"] = per_step_view(per_step)
-    total = float(b["wall_ns"].sum()) or 1.0
-    parts = pd.DataFrame(
-        {
-            "part": list(PARTS),
-            "total_ms": [float(b[f"{p}_ns"].sum()) / 1e6 for p in PARTS],
-            "share_pct": [100.0 * float(b[f"{p}_ns"].sum()) / total for p in PARTS],
-        }
-    )
-    pane.tables["breakdown"] = parts
-    device = b[b["kind"] == "device"]
-    if len(device):
-        transfer, waiting = comm_transfer_and_wait(device)
-        device = device.assign(transfer_ns=transfer, waiting_ns=waiting)
-        g = device.groupby("rank")
-        wall = g["wall_ns"].sum().astype(float)
-        pane.tables["utilisation"] = pd.DataFrame(
-            {
-                "rank": wall.index.to_numpy(dtype=np.int64),
-                "compute_pct": 100 * (g["compute_ns"].sum() + g["hidden_comm_ns"].sum()) / wall,
-                "comm_pct": 100 * (g["hidden_comm_ns"].sum() + g["transfer_ns"].sum()) / wall,
-                "comm_waiting_pct": 100 * g["waiting_ns"].sum() / wall,
-                "memory_pct": 100 * g["memory_ns"].sum() / wall,
-                "device_idle_pct": 100 * (g["host_ns"].sum() + g["idle_ns"].sum()) / wall,
-            }
-        ).reset_index(drop=True)
-        pane.notes.append(
-            "comm_pct is communication moving data (hidden behind compute, or exposed as long "
-            "as the last rank to arrive waits); comm_waiting_pct is the rest of the exposed "
-            "communication: the rank waiting for slower ranks"
-            + ("" if device["rank"].nunique() > 1 else " (one rank: all counted as transfer)")
-        )
-        if df is None:
-            pane.missing["idle_split"] = SUMMARY_ONLY
-        else:
-            try:
-                pane.tables["idle_split"] = idle_by_stream(df)
-                pane.notes.append(
-                    "idle_split: each stream's idle time on its own; streams run side by "
-                    "side, so their idle times do not add up to the device's"
-                )
-            except TraceFormatError as exc:
-                pane.missing["idle_split"] = str(exc)
-    else:
-        why = "a CPU-only trace: no device events, so no device utilisation or idle split"
-        pane.missing["utilisation"] = why
-        pane.missing["idle_split"] = why
-    if df is None:
-        pane.missing["categories"] = SUMMARY_ONLY
-    else:
-        pane.tables["categories"] = categories(df)
-    unknown = pane.tables["categories"].query("known == False") if df is not None else ()
-    if len(unknown):
-        names = ", ".join(repr(c) for c in unknown["cat"])
-        pane.notes.append(
-            f"{int(unknown['events'].sum())} events of categories the kit does not know "
-            f"({names}) are counted in the table above and kept on the track shown"
-        )
-    pane.notes.append(
-        "worked = wall - exposed comm: the time a rank worked before it waited for the others"
-    )
-    return pane
-
-
-def comm_transfer_and_wait(b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a step breakdown: its exposed communication split into the transfer (what
-    even the last rank to arrive waits for: the step's smallest exposed comm across ranks)
-    and the waiting for slower ranks (the rest), ns. With one rank in a step, all transfer.
-
-    >>> import pandas as pd
-    >>> b = pd.DataFrame({"rank": [0, 1, 0], "step": [1, 1, 2],
-    ...                   "exposed_comm_ns": [9_000_000, 1_000_000, 2_000_000]})
-    >>> [a.tolist() for a in comm_transfer_and_wait(b)]
-    [[1000000, 1000000, 2000000], [8000000, 0, 0]]
-    """
-    exposed = b["exposed_comm_ns"].to_numpy(dtype=np.int64)
-    floor = b.groupby("step")["exposed_comm_ns"].transform("min").to_numpy(dtype=np.int64)
-    return floor, exposed - floor
-
-
-STREAM_ROLES = ("compute", "communication", "copies")
-
-
-def idle_by_stream(df: pd.DataFrame) -> pd.DataFrame:
-    """The overview's idle split: one row per rank and device stream, with what the stream
-    runs (``compute``, ``communication``, ``copies``: the most of its events), in ms; no
-    summed row, since a communication stream idles while the compute stream works."""
-    import pandas as pd
-
-    from hpcprof_kit.traces.device_idle import WAITS, idle_split
-
-    split = idle_split(df)
-    split = split[split["stream"] != -1]
-    dev = df[(df["stream"].to_numpy() >= 0) & (df["device"].to_numpy() >= 0)]
-    track = dev["track"].astype(str)
-    role = np.select(
-        [track.isin(("gpu",)), track == "comm", track.isin(("memcpy", "memset"))],
-        list(STREAM_ROLES),
-        "",
-    )
-    counts = pd.DataFrame(
-        {"rank": dev["rank"].to_numpy(), "stream": dev["stream"].to_numpy(), "runs": role}
-    )
-    counts = counts[counts["runs"] != ""].value_counts().reset_index(name="n")
-    counts = counts.sort_values(["n", "runs"], ascending=[False, True])
-    runs = counts.drop_duplicates(["rank", "stream"]).set_index(["rank", "stream"])["runs"]
-    keys = pd.MultiIndex.from_frame(split[["rank", "stream"]].astype(np.int64))
-    out = pd.DataFrame(
-        {
-            "rank": split["rank"].to_numpy(),
-            "device": split["device"].to_numpy(),
-            "stream": split["stream"].to_numpy(),
-            "runs": runs.reindex(keys).fillna("").to_numpy(),
-            "events": split["events"].to_numpy(),
-            "idle_ms": split["idle_ns"].to_numpy() / 1e6,
-        }
-    )
-    for w in WAITS:
-        out[f"{w}_ms"] = split[f"{w}_ns"].to_numpy() / 1e6
-    return out
-
-
-def per_step_view(steps: pd.DataFrame) -> pd.DataFrame:
-    """The rank x step view for the overview: per step, each rank's time worked before
-    waiting (ms, one column per rank), the straggler and what it cost the others."""
-    out = steps.drop(columns=["tied", "spread_pct"], errors="ignore").copy()
-    out.columns = [f"rank {c}" if not isinstance(c, str) else c for c in out.columns]
-    return out.reset_index()
-
-
-def categories(df: pd.DataFrame) -> pd.DataFrame:
-    """Events per category and track, with whether the kit reads that category on purpose."""
-    import pandas as pd
-
-    df = bare(df)
-    counts = df.groupby(["cat", "track"], observed=True).size().rename("events").reset_index()
-    counts = counts.astype({"cat": str, "track": str})
-    counts.columns = ["cat", "track", "events"]
-    counts["known"] = counts["cat"].isin(KNOWN_CATS)
-    counts = counts.sort_values(["events", "cat"], ascending=[False, True]).reset_index(drop=True)
-    return pd.DataFrame(counts)
-
-
-def operators(df: pd.DataFrame, top: int) -> Pane:
-    from hpcprof_kit.traces.ops import top_ops, user_ranges
-
-    pane = Pane(PANE_TITLES["operators"])
-    ops = top_ops(df, n=top)
-    if len(ops):
-        pane.tables["top_ops"] = ops
-    else:
-        pane.missing["top_ops"] = "no cpu_op events: the profiler recorded no host operators"
-    with warnings.catch_warnings():  # no ranges is a fine answer here: the table is left out
-        warnings.simplefilter("ignore")
-        ranges = user_ranges(df, n=top)
-    if len(ranges):
-        pane.tables["user_ranges"] = ranges
-    pane.missing["input_shapes"] = (
-        "not in this pane: traces.event_args(df, kinds=['inputs']) gives each op's input "
-        "dims and types, when the run was profiled with record_shapes=True"
-    )
-    return pane
-
-
-def kernels(df: pd.DataFrame, top: int) -> Pane:
-    from hpcprof_kit.traces.ops import top_kernels
-
-    pane = Pane(PANE_TITLES["kernels"])
-    table = top_kernels(df, n=top)
-    if table.empty:
-        why = (
-            "no device kernels: a CPU-only trace; record on a GPU with "
-            "ProfilerActivity.CUDA or ProfilerActivity.XPU"
-        )
-        for name in ("top_kernels", "launched_by", "durations", "launches"):
-            pane.missing[name] = why
-        return pane
-    pane.tables["top_kernels"] = table
-    pane.tables["launched_by"] = launched_by(df, list(table.index)[:top])
-    pane.tables["durations"] = kernel_durations(df, list(table.index)[:top])
-    try:
-        from hpcprof_kit.traces.device_idle import launch_stats, launch_summary
-
-        stats = launch_stats(df)
-        pane.tables["launches"] = launch_table(stats, launch_summary(stats))
-        pane.notes.append(
-            "launches: delay = the kernel's start minus the end of the call that launched it "
-            "(HTA's definition); queued = the part of it the kernel waited behind earlier "
-            "work on its device (the host running ahead, which is how a busy device should "
-            "look); own = the rest, the launch's own delay; delay_outliers counts own delays "
-            "over 0.1 ms, hta_delay_outliers HTA's count of whole delays"
-        )
-    except TraceFormatError as exc:
-        pane.missing["launches"] = str(exc)
-    short = pane.tables["durations"]
-    if len(short):
-        n = int(short["count"].sum())
-        pane.notes.append(f"{int(short['under_10us'].sum())} of these {n} kernels last under 10 µs")
-    return pane
-
-
-def launch_table(stats: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """The kernels pane's launches per rank, in ms: the launch call's and the kernel's
-    duration, the delay (HTA's) split into the queue and the launch's own, and the outliers.
-    """
-    import pandas as pd
-
-    from hpcprof_kit.traces.device_idle import LAUNCH_DELAY_CUTOFF_NS
-
-    s = stats.assign(own_ns=stats["launch_delay_ns"] - stats["queue_ns"])
-    s["queued"] = s["queue_ns"] > 0
-    s["own_outlier"] = s["own_ns"] > LAUNCH_DELAY_CUTOFF_NS
-    g = s.groupby("rank", sort=True)
-    out = pd.DataFrame({"rank": g.size().index.to_numpy(dtype=np.int64)})
-    out["launches"] = g.size().to_numpy(dtype=np.int64)
-    for col, name in (("cpu_duration_ns", "call"), ("gpu_duration_ns", "kernel")):
-        out[f"{name}_p50_ms"] = g[col].median().to_numpy() / 1e6
-    out["delay_p50_ms"] = g["launch_delay_ns"].median().to_numpy() / 1e6
-    out["queued"] = g["queued"].sum().to_numpy(dtype=np.int64)
-    out["queue_p50_ms"] = g["queue_ns"].median().to_numpy() / 1e6
-    out["own_delay_p50_ms"] = g["own_ns"].median().to_numpy() / 1e6
-    out["own_delay_p90_ms"] = g["own_ns"].quantile(0.9).to_numpy() / 1e6
-    out["delay_outliers"] = g["own_outlier"].sum().to_numpy(dtype=np.int64)
-    out["hta_delay_outliers"] = summary["delay_outliers"].to_numpy(dtype=np.int64)
-    out["runtime_outliers"] = summary["runtime_outliers"].to_numpy(dtype=np.int64)
-    out["short_kernels"] = summary["short_kernels"].to_numpy(dtype=np.int64)
-    return out
-
-
-def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """Per kernel of ``names``: count, min / p10 / median / p90 / max duration (µs) and how
-    many last under 10 µs."""
-    import pandas as pd
-
-    from hpcprof_kit.traces.ops import kernel_name
-
-    df = bare(df)
-    sub = df[fnd.kernel_rows(df)]
-    short = sub["name"].map(kernel_name).astype(str)  # a category column maps each label once
-    rows = []
-    for name in names:
-        us = sub["dur_ns"].to_numpy()[(short == name).to_numpy()] / 1e3
-        if us.size == 0:
-            continue
-        q = np.quantile(us, [0.0, 0.1, 0.5, 0.9, 1.0])
-        rows.append(
-            {
-                "kernel": name,
-                "count": int(us.size),
-                "min_us": q[0],
-                "p10_us": q[1],
-                "median_us": q[2],
-                "p90_us": q[3],
-                "max_us": q[4],
-                "under_10us": int((us < fnd.SHORT_KERNEL_NS / 1e3).sum()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
-    """Per kernel of ``names``: the host op that launched it most often (kernel -> launch
-    call by correlation id -> the op of the same External id), with how many of its
-    launches that op made."""
-    import pandas as pd
-
-    from hpcprof_kit.traces.ops import kernel_name
-
-    df = bare(df)
-    kern = df[fnd.kernel_rows(df) & (df["corr"].to_numpy() >= 0)]
-    runtime = df[text_test(df["track"], lambda s: s == "runtime") & (df["corr"].to_numpy() >= 0)]
-    ops = df[
-        text_test(df["cat"], lambda s: s == "cpu_op")
-        & (df["ext_id"].to_numpy() >= 0)
-        & (df["device"].to_numpy() < 0)
-    ]
-    cols = ["kernel", "op", "launches", "of_kernel"]
-    if kern.empty or runtime.empty or ops.empty:
-        return pd.DataFrame([], columns=cols)
-    call = runtime[["rank", "corr", "ext_id"]].drop_duplicates(["rank", "corr"])
-    # the innermost op of an External id: the shortest one
-    op = ops.sort_values("dur_ns").drop_duplicates(["rank", "ext_id"])[["rank", "ext_id", "name"]]
-    k = kern[["rank", "corr"]].assign(kernel=kern["name"].map(kernel_name).astype(str))
-    k = k[k["kernel"].isin(names)]
-    k = k.merge(call, on=["rank", "corr"], how="left").merge(
-        op.rename(columns={"name": "op"}), on=["rank", "ext_id"], how="left"
-    )
-    k["op"] = k["op"].astype(object).where(k["op"].notna(), "(no op found)").astype(str)
-    rows = []
-    for name in names:
-        mine = k[k["kernel"] == name]
-        if mine.empty:
-            continue
-        counts = mine["op"].value_counts()
-        best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        rows.append(
-            {"kernel": name, "op": best[0], "launches": int(best[1]), "of_kernel": len(mine)}
-        )
-    return pd.DataFrame(rows, columns=cols)
-
-
-def memory(df: pd.DataFrame) -> Pane:
-    from hpcprof_kit.traces.memory import memory_peaks
-
-    pane = Pane(PANE_TITLES["memory"])
-    peaks = memory_peaks(df)
-    if peaks.empty:
-        pane.missing["peaks"] = (
-            "no [memory] events: profile with profile_memory=True to see the memory timeline "
-            "and the peak of each step"
-        )
-        return pane
-    pane.tables["peaks"] = peaks
-    pane.notes.append("growth = the step's peak minus what was allocated when it started")
-    return pane
-
-
-def distributed(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame) -> Pane:
-    from hpcprof_kit.traces.at_scale.summary import straggler_table
-
-    pane = Pane(PANE_TITLES["distributed"])
-    if b.empty:
-        pane.missing["rank_steps"] = "the trace has no steps"
-        return pane
-    pane.tables["rank_steps"] = steps.reset_index()
-    pane.tables["stragglers"] = straggler_table(b, steps)
-    pane.tables["comm_overlap"] = bd.comm_overlap(b)
-    coll = collectives(df)
-    if len(coll):
-        pane.tables["collectives"] = coll
-    else:
-        pane.missing["collectives"] = "no communication events in the trace"
-    ranks = int(b["rank"].nunique())
-    if ranks < 2:
-        why = "one rank in the trace: stragglers and start skew need two ranks or more"
-        pane.missing["skew"] = why
-        pane.notes.append(why)
-    else:
-        pane.notes.append(
-            "start skew compares the ranks' clocks: exact on one node, and across nodes only "
-            "as good as their clock synchronisation"
-        )
-    if ranks > 1:
-        table, why = straggler_kernels(df, steps)
-        if table is not None:
-            pane.tables["straggler_kernels"] = table
-        else:
-            pane.missing["straggler_kernels"] = why
-    pane.missing["message_sizes"] = (
-        "not in this pane: traces.event_args(df, kinds=['collectives']) gives each "
-        "collective's name, elements, dtype, bytes and group size, where the trace records them"
-    )
-    return pane
-
-
-def straggler_kernels(df: pd.DataFrame, steps: pd.DataFrame) -> tuple[Any, str]:
-    """The most often named straggler's kernels (ops on a CPU-only trace) against the other
-    ranks', in the steps where it was the straggler only: a rank slow in two steps of ten
-    has ordinary medians over all ten. Returns (table, "") or (None, why not)."""
-    import pandas as pd
-
-    named = [int(r) for r in steps["straggler"] if r >= 0]
-    if not named:
-        return None, "no step has a straggler: the slowest ranks are within 1 % of each other"
-    rank = max(sorted(set(named)), key=named.count)
-    in_steps = [int(st) for st, r in zip(steps.index, steps["straggler"], strict=True) if r == rank]
-    sub = df[np.isin(df["step"].to_numpy(), in_steps)]
-    slower = pd.DataFrame(fnd.slower_names(sub, rank, top=10))
-    if slower.empty:
-        return None, (
-            f"rank {rank} was the straggler in steps {in_steps}, but none of its kernels "
-            "there is more than 1.1x slower than on the other ranks: look at its host work "
-            "(the operators pane) and its data loading"
-        )
-    steps_text = ",".join(map(str, in_steps))
-    return slower.assign(rank=rank, steps=steps_text), ""
-
-
-def collectives(df: pd.DataFrame) -> pd.DataFrame:
-    """Per collective (communication events by name): ranks, calls, total and mean time, and
-    the start skew between ranks (the k-th call of a name in a step on every rank: its
-    latest start minus its earliest), median and max, in µs."""
-    import pandas as pd
-
-    from hpcprof_kit.traces.ops import kernel_name
-
-    df = bare(df)
-    rows = text_test(df["track"], lambda s: s == "comm") & (df["dur_ns"].to_numpy() > 0)
-    on_device = rows & (df["device"].to_numpy() >= 0)
-    sub = df[on_device if on_device.any() else rows]
-    cols = ["collective", "ranks", "calls", "total_ms", "mean_us", "skew_median_us", "skew_max_us"]
-    if sub.empty:
-        return pd.DataFrame([], columns=cols)
-    sub = sub.assign(collective=sub["name"].map(kernel_name).astype(str)).sort_values(
-        ["rank", "ts_ns"], kind="stable"
-    )
-    sub["k"] = sub.groupby(["rank", "step", "collective"]).cumcount()
-    out = []
-    for name, g in sub.groupby("collective", sort=True):
-        starts = g.groupby(["step", "k"])["ts_ns"]
-        many = starts.count() > 1
-        skew = (starts.max() - starts.min())[many].to_numpy(dtype=float) / 1e3
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out.append(
-                {
-                    "collective": name,
-                    "ranks": int(g["rank"].nunique()),
-                    "calls": int(len(g)),
-                    "total_ms": float(g["dur_ns"].sum()) / 1e6,
-                    "mean_us": float(g["dur_ns"].mean()) / 1e3,
-                    "skew_median_us": float(np.median(skew)) if skew.size else math.nan,
-                    "skew_max_us": float(skew.max()) if skew.size else math.nan,
-                }
-            )
-    table = pd.DataFrame(out, columns=cols)
-    return table.sort_values(["total_ms", "collective"], ascending=[False, True]).reset_index(
-        drop=True
-    )
 
 
 def report_from_summary(run, top: int = 20) -> Report:
@@ -697,7 +223,7 @@ def report_from_summary(run, top: int = 20) -> Report:
         return fnd.slower_than_others(med, rank)
 
     panes = {
-        "overview": overview(None, b, steps if len(b) else None),
+        "overview": overview(RunView(None, None, b, steps)),
         "operators": Pane(PANE_TITLES["operators"]),
         "kernels": Pane(PANE_TITLES["kernels"]),
         "memory": Pane(PANE_TITLES["memory"], missing={"peaks": SUMMARY_ONLY}),
@@ -728,50 +254,3 @@ def report_from_summary(run, top: int = 20) -> Report:
     }
     found = fnd.find_in(b, steps, sig, meta, None, slower)
     return Report(facts, found, tidy(panes), None, b)
-
-
-# a table's unit suffix -> the factor to ms: every pane reads in ms
-_TO_MS = {"_ns": 1e-6, "_us": 1e-3}
-
-
-def tidy(panes: dict[str, Pane]) -> dict[str, Pane]:
-    """Every pane in one unit and rounded as a reader reads it: times in ms to the µs (3
-    decimals), percentages to 1 decimal (a 0-1 ``share`` becomes ``share_pct``), ratios
-    to 3 decimals. The analyses behind the panes keep their exact ns."""
-    for pane in panes.values():
-        pane.tables = {name: tidy_table(t) for name, t in pane.tables.items()}
-    return panes
-
-
-def tidy_table(table: pd.DataFrame) -> pd.DataFrame:
-    """One table in ms, rounded (see :func:`tidy`).
-
-    >>> import pandas as pd
-    >>> tidy_table(pd.DataFrame({"idle_ns": [201615431], "mean_us": [12.34567],
-    ...                          "share": [0.123456], "ratio": [1.23456]}))
-       idle_ms  mean_ms  share_pct  ratio
-    0  201.615    0.012       12.3  1.235
-    """
-    out = table.copy()
-    out.attrs = {}
-    renamed = {}
-    for col in out.columns:
-        name = str(col)
-        suffix = name[-3:]
-        if suffix in _TO_MS and _numeric(out[col]):
-            out[col] = out[col].astype(float) * _TO_MS[suffix]
-            renamed[col] = name[:-3] + "_ms"
-        elif name == "share" and _numeric(out[col]):
-            out[col] = out[col].astype(float) * 100
-            renamed[col] = "share_pct"
-    out = out.rename(columns=renamed)
-    for col in out.columns:
-        if not _numeric(out[col]) or out[col].dtype.kind in "iub":
-            continue
-        # + 0.0 turns the -0.0 of a rounded -2 ns into 0.0
-        out[col] = out[col].astype(float).round(1 if str(col).endswith("_pct") else 3) + 0.0
-    return out
-
-
-def _numeric(column: pd.Series) -> bool:
-    return column.dtype.kind in "iufb"
