@@ -160,6 +160,7 @@ def comm_transfer_and_wait(b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 STREAM_ROLES = ("compute", "communication", "copies")
+_ROLE_OF_TRACK = {"gpu": 0, "comm": 1, "memcpy": 2, "memset": 2}
 
 
 def idle_by_stream(df: pd.DataFrame) -> pd.DataFrame:
@@ -172,19 +173,23 @@ def idle_by_stream(df: pd.DataFrame) -> pd.DataFrame:
 
     split = idle_split(df)
     split = split[split["stream"] != -1]
-    dev = df[(df["stream"].to_numpy() >= 0) & (df["device"].to_numpy() >= 0)]
-    track = dev["track"].astype(str)
-    role = np.select(
-        [track.isin(("gpu",)), track == "comm", track.isin(("memcpy", "memset"))],
-        list(STREAM_ROLES),
-        "",
+    on = (df["stream"].to_numpy() >= 0) & (df["device"].to_numpy() >= 0)
+    track = df["track"][on].astype("category")  # a no-op on a loaded table
+    # each track label once, then its role per row by code
+    labels = [str(t) for t in track.cat.categories]
+    role_of = np.array([_ROLE_OF_TRACK.get(t, -1) for t in labels] or [-1])
+    role = role_of[track.cat.codes.to_numpy()]
+    rows = pd.DataFrame(
+        {
+            "rank": df["rank"].to_numpy()[on].astype(np.int64),
+            "stream": df["stream"].to_numpy()[on].astype(np.int64),
+            "role": role,
+        }
     )
-    counts = pd.DataFrame(
-        {"rank": dev["rank"].to_numpy(), "stream": dev["stream"].to_numpy(), "runs": role}
-    )
-    counts = counts[counts["runs"] != ""].value_counts().reset_index(name="n")
-    counts = counts.sort_values(["n", "runs"], ascending=[False, True])
-    runs = counts.drop_duplicates(["rank", "stream"]).set_index(["rank", "stream"])["runs"]
+    counts = rows[rows["role"] >= 0].groupby(["rank", "stream", "role"]).size()
+    counts = counts.reset_index(name="n").sort_values(["n", "role"], ascending=[False, True])
+    best = counts.drop_duplicates(["rank", "stream"]).set_index(["rank", "stream"])["role"]
+    runs = best.map(dict(enumerate(STREAM_ROLES)))
     keys = pd.MultiIndex.from_frame(split[["rank", "stream"]].astype(np.int64))
     out = pd.DataFrame(
         {
