@@ -15,6 +15,8 @@ The analyses each read only the trace table and return a DataFrame:
 - ``comm_overlap``: per rank, communication hidden behind compute and exposed
 - ``rank_steps``: step time per rank x step, straggler and spread
 - ``compare_runs``: two runs (eager vs compiled) per op and per step
+- ``event_args``: the arguments rules need (copy bytes and kinds, collective sizes, input
+  shapes, grid and block), read back from the trace files for the rows that carry them
 
 Names are imported lazily so ``import hpcprof_kit.traces`` stays light; this list is the one
 place they are named.
@@ -57,6 +59,7 @@ _EXPORTS = {
     "memory_by_op": "memory",
     "memory_peaks": "memory",
     "plot_memory": "memory",
+    "event_args": "event_args",
     "idle_split": "device_idle",
     "launch_stats": "device_idle",
     "launch_summary": "device_idle",

@@ -354,15 +354,23 @@ def busy_and_wait(b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return wall - wait, wait
 
 
-def step_stragglers(ranks: np.ndarray, busy: np.ndarray) -> dict[str, np.ndarray]:
+def step_stragglers(
+    ranks: np.ndarray, busy: np.ndarray, wait: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Per row of ``busy`` (steps x ranks, ns, NaN where a rank lacks the step): the straggler
     (-1 on a tie or an empty row), the ranks tied with the slowest (text, ``""`` when there is
-    one straggler) and the straggler's cost: how much longer it worked than the median rank,
-    which is how long the others wait for it (ns).
+    one straggler) and the straggler's cost (ns). With ``wait`` (the same grid of exposed
+    communication) the cost is what the others measured: the median over the other ranks of
+    their wait beyond the straggler's own (its wait is the transfer every rank waits for);
+    without it, or on a tie, how much longer the slowest worked than the median rank.
 
     >>> s = step_stragglers(np.array([0, 1, 2]), np.array([[10e6, 16e6, 10e6], [5e6, 5e6, 4e6]]))
     >>> s["straggler"].tolist(), s["tied"].tolist(), s["cost_ns"].tolist()
     ([1, -1], ['', '0,1'], [6000000.0, 0.0])
+    >>> waits = np.array([[7e6, 0.5e6, 6.5e6], [1e6, 1e6, 2e6]])
+    >>> step_stragglers(np.array([0, 1, 2]), np.array([[9e6, 16e6, 10e6], [5e6, 5e6, 4e6]]),
+    ...                 waits)["cost_ns"].tolist()
+    [6250000.0, 0.0]
     """
     rows = busy.shape[0]
     straggler = np.full(rows, -1, dtype=np.int64)
@@ -377,6 +385,12 @@ def step_stragglers(ranks: np.ndarray, busy: np.ndarray) -> dict[str, np.ndarray
         median = float(np.median(row[ok]))
         close = ok & (row >= top - max(TIE_SHARE * median, TIE_MIN_NS))
         cost[i] = top - median
+        if wait is not None and close.sum() == 1 and ok.sum() > 1:
+            slowest = int(np.flatnonzero(close)[0])
+            others = ok.copy()
+            others[slowest] = False
+            beyond = wait[i][others] - wait[i][slowest]
+            cost[i] = max(0.0, float(np.median(beyond)))
         if close.sum() == 1:
             straggler[i] = int(ranks[close][0])
         else:
@@ -397,8 +411,9 @@ def rank_steps(df: pd.DataFrame, value: str = "busy") -> pd.DataFrame:
 
     - ``straggler``: that rank, or -1 when two or more ranks are within 1 % of the step's
       median busy time (at least 10 µs) of the longest: then ``tied`` names them (``"0,3"``);
-    - ``cost_ms``: how much longer the straggler worked than the median rank, which is how
-      long the others wait for it in this step;
+    - ``cost_ms``: what the straggler cost the others in this step, as they measured it:
+      the median over the other ranks of their wait beyond the straggler's own wait (its
+      own is the transfer, which every rank waits for);
     - ``spread_ms``, ``spread_pct``: the largest minus the smallest value of the row, and
       that relative to the row's median.
 
@@ -419,8 +434,10 @@ def rank_steps(df: pd.DataFrame, value: str = "busy") -> pd.DataFrame:
     table = cells.pivot(index="step", columns="rank", values="shown") / 1e6
     table.columns.name = "rank"
     ranks = np.asarray(table.columns, dtype=np.int64)
+    cells["wait"] = wait
     grid = cells.pivot(index="step", columns="rank", values="busy").to_numpy(dtype=float)
-    s = step_stragglers(ranks, grid)
+    waits = cells.pivot(index="step", columns="rank", values="wait").to_numpy(dtype=float)
+    s = step_stragglers(ranks, grid, waits)
     times = table.to_numpy(dtype=float)
     spread = np.nanmax(times, axis=1, initial=-np.inf) - np.nanmin(times, axis=1, initial=np.inf)
     out = table.copy()

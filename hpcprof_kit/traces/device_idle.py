@@ -130,6 +130,7 @@ LAUNCH_COLUMNS = [
     "launch_delay_ns",
     "start_delay_ns",
     "hta",
+    "queue_ns",
 ]
 SUMMARY_COLUMNS = [
     "rank",
@@ -146,6 +147,7 @@ SUMMARY_COLUMNS = [
 ]
 _NEEDED = ("rank", "track", "cat", "name", "ts_ns", "dur_ns", "corr", "stream", "device")
 _NO_STREAM = np.iinfo(np.int64).max  # stands in for a device event's unknown stream
+_NONE = np.iinfo(np.int64).min  # no earlier event on the stream
 RECORD_DEVICE = (
     "record the run with the device's activity (torch.profiler's ProfilerActivity.CUDA or "
     "ProfilerActivity.XPU)"
@@ -315,8 +317,12 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
     ``launch_ts_ns`` (the call's start), ``cpu_duration_ns`` (the call's duration),
     ``gpu_duration_ns`` (the device event's), ``launch_delay_ns`` (HTA's: device start minus
     the call's end, clipped at 0), ``start_delay_ns`` (device start minus the call's start,
-    not clipped) and ``hta`` (True when HTA 0.5.0 pairs this call too; it knows the CUDA and
-    MTIA names of :data:`HTA_LAUNCH_NAMES` only). Times are int64 ns; rows are sorted by
+    not clipped), ``hta`` (True when HTA 0.5.0 pairs this call too; it knows the CUDA and
+    MTIA names of :data:`HTA_LAUNCH_NAMES` only) and ``queue_ns``: the part of the launch
+    delay the event waited behind earlier work on its device, which was still running when
+    the call ended (the host running ahead of the device, not a slow launch; any stream, as
+    a kernel also waits for the streams it depends on); ``launch_delay_ns - queue_ns`` is
+    the launch's own. Times are int64 ns; rows are sorted by
     rank and call start. ``stream`` is -1 for a device event whose stream the loader could
     not read (XPU copies on a queue id above int64).
 
@@ -346,6 +352,7 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
             "hpcprof_kit.traces.load, which keeps them on the 'runtime' track"
         )
     names = df["name"].astype(str)
+    prev_end = _previous_end(rank, df["device"].to_numpy().astype(np.int64), stream, start, end)
     host = pd.DataFrame(
         {
             "rank": rank[calls],
@@ -364,6 +371,7 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
             "stream": stream[events],
             "_start": start[events],
             "gpu_duration_ns": end[events] - start[events],
+            "_prev_end": prev_end[events],
         }
     )
     out = host.merge(dev, on=["rank", "corr"], how="inner")
@@ -375,11 +383,42 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
         )
     out["start_delay_ns"] = out["_start"] - out["launch_ts_ns"]
     out["launch_delay_ns"] = (out["start_delay_ns"] - out["cpu_duration_ns"]).clip(lower=0)
+    # the part of the wait spent behind earlier work on the stream: the queue, not the launch
+    call_end = out["launch_ts_ns"] + out["cpu_duration_ns"]
+    prev = out["_prev_end"].to_numpy(dtype=np.int64)
+    behind = np.minimum(out["_start"].to_numpy(dtype=np.int64), prev) - call_end.to_numpy()
+    out["queue_ns"] = np.where(prev == _NONE, 0, np.maximum(behind, 0)).astype(np.int64)
     out["kind"] = out["launch"].map(LAUNCH_NAMES)
     out["hta"] = out["launch"].isin(HTA_LAUNCH_NAMES)
     out = out.sort_values(["rank", "launch_ts_ns", "corr"], kind="stable", ignore_index=True)
     out = out[LAUNCH_COLUMNS].astype({"rank": "int64", "corr": "int64"})
     out.attrs["skipped"] = _skipped(rank, out["rank"].to_numpy(), "no paired launch")
+    return out
+
+
+def _previous_end(rank, device, stream, start, end) -> np.ndarray:
+    """Per row: the latest end among the device events that started before it on its
+    (rank, device), any stream, int64 ns; :data:`_NONE` for the first, and for rows not on
+    a stream. Any stream: a kernel also waits for the streams it depends on (an NCCL kernel
+    waits for the compute stream's gradients)."""
+    out = np.full(start.size, _NONE, dtype=np.int64)
+    rows = np.flatnonzero(stream >= 0)
+    if rows.size == 0:
+        return out
+    order = rows[np.lexsort((start[rows], device[rows], rank[rows]))]
+    r, d = rank[order], device[order]
+    head = np.ones(order.size, dtype=bool)
+    head[1:] = (r[1:] != r[:-1]) | (d[1:] != d[:-1])
+    group = np.cumsum(head).astype(np.int64)
+    # a running maximum that restarts at each device: each one lifted above the last one
+    ends = end[order].astype(np.int64)
+    low = int(ends.min())
+    span = int(ends.max()) - low + 1
+    lifted = np.maximum.accumulate(ends - low + group * span) - group * span + low
+    prev = np.empty(order.size, dtype=np.int64)
+    prev[1:] = lifted[:-1]
+    prev[head] = _NONE
+    out[order] = prev
     return out
 
 

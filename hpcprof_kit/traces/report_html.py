@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from numbers import Number
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.2em; } h3 { font-s
 .finding { border-left: 4px solid #c44e52; padding: 0.3em 0.8em; margin: 0.5em 0;
            background: #fbf3f3; }
 .finding .kind { font-weight: bold; font-family: monospace; }
-.finding pre { white-space: pre-wrap; font-size: 0.8em; }
+.finding table.evidence th { text-align: left; font-weight: normal; color: #555; }
 .none { border-left: 4px solid #55a868; padding: 0.3em 0.8em; background: #f2f8f3; }
 nav button { font-size: 1em; padding: 0.4em 1em; border: 1px solid #999; background: #eee;
              cursor: pointer; }
@@ -51,8 +52,6 @@ def _e(text: Any) -> str:
 
 def findings_html(findings: list[dict], run: dict) -> str:
     """The findings as HTML blocks (also the report's notebook display)."""
-    import json
-
     ranks = run.get("ranks", [])
     head = (
         f"<p>{len(ranks)} rank(s) traced of world size {_e(run.get('world_size') or '?')}, "
@@ -67,9 +66,88 @@ def findings_html(findings: list[dict], run: dict) -> str:
             f'<span class="kind">{_e(f["kind"])}</span> on ranks {_e(f["ranks"])}: '
             f"{_e(f['summary'])}<br>value {_e(f['value'])} {_e(f['unit'])} "
             f"(threshold {_e(f['threshold'])})<br><b>Try:</b> {_e(f['advice'])}"
-            f"<pre>{_e(json.dumps(f['evidence'], indent=1, default=str))}</pre></div>"
+            f"{evidence_html(f['evidence'])}</div>"
         )
     return "".join(parts)
+
+
+NAME_CHARS = 90  # a kernel's name is cut here in an evidence table (the JSON has it whole)
+
+
+def _label(key: Any) -> tuple[str, float, str]:
+    """An evidence key -> (label, factor to its shown unit, unit): ``cost_ms_per_step`` ->
+    ('cost per step', 1, 'ms'); ``rank_median_us`` -> ('rank median', 0.001, 'ms')."""
+    words = str(key).split("_")
+    for unit, factor, shown in (("ms", 1.0, "ms"), ("us", 1e-3, "ms"), ("ns", 1e-6, "ms"),
+                                ("pct", 1.0, "%")):  # fmt: skip
+        if unit in words:
+            words.remove(unit)
+            return " ".join(words), factor, shown
+    return " ".join(words), 1.0, ""
+
+
+def _value(value: Any, factor: float = 1.0) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value)
+    if isinstance(value, Number):
+        v = float(value) * factor
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
+    text = str(value)
+    return text if len(text) <= NAME_CHARS else text[: NAME_CHARS - 3] + "..."
+
+
+def _rows_table(rows: list[dict]) -> str:
+    """A list of events (dicts) as a small table, times in ms."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    labels = [_label(c) for c in cols]
+    head = "".join(f"<th>{_e(lab)}{f' ({u})' if u else ''}</th>" for lab, _, u in labels)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{_e(_value(r.get(c), f))}</td>"
+            for c, (_, f, _u) in zip(cols, labels, strict=True)
+        )
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def evidence_html(evidence: Any) -> str:
+    """A finding's evidence as a short table: each number with its unit (times in ms), the
+    events it names as rows of their own, per-rank values in one row.
+
+    >>> print(evidence_html({"cost_ms_per_step": 12.0171, "slower": [
+    ...     {"name": "gemm", "rank_median_us": 3204.318, "ratio": 1.599}]}))  # doctest: +ELLIPSIS
+    <table class="evidence"><tr><th>cost per step</th><td>12.017 ms</td></tr><tr><th>slower</th><td><table><tr><th>name</th><th>rank median (ms)</th><th>ratio</th></tr><tr><td>gemm</td><td>3.204</td><td>1.599</td></tr></table></td></tr></table>
+    """
+    if not isinstance(evidence, dict):
+        return f"<p>{_e(_value(evidence))}</p>"
+    rows = []
+    for key, value in evidence.items():
+        label, factor, unit = _label(key)
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            cell = _rows_table(value)
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            cell = _rows_table([{"name": k, **v} for k, v in value.items()])
+        elif isinstance(value, dict):  # per rank or per step: one row, keys as headers
+            by = "rank " if label.endswith("by rank") else "step " if "per step" in label else ""
+            shown = {f"{by}{k}": v * factor if _num(v) else v for k, v in value.items()}
+            cell = _rows_table([shown]) + (f" {_e(unit)}" if unit else "")
+        elif isinstance(value, list):
+            cell = _e(", ".join(_value(v, factor) for v in value)) + (
+                f" {_e(unit)}" if unit else ""
+            )
+        else:
+            cell = _e(_value(value, factor)) + (f" {_e(unit)}" if unit else "")
+        rows.append(f"<tr><th>{_e(label)}</th><td>{cell}</td></tr>")
+    return f'<table class="evidence">{"".join(rows)}</table>'
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, Number) and not isinstance(v, bool)
 
 
 def table_html(table: pd.DataFrame) -> str:

@@ -44,6 +44,14 @@ def kernel_histograms(rep: Any) -> Plot | None:
     return Plot(fig, rep.panes["kernels"].tables.get("durations"))
 
 
+def _heatmap(rep: Any) -> Any:
+    from hpcprof_kit.traces import plots
+
+    steps = rep.panes["distributed"].tables["rank_steps"].set_index("step")
+    steps.attrs["value"] = "busy"
+    return plots.plot_rank_heatmap(steps)
+
+
 def pane_figures(rep: Any, pane: str) -> dict[str, Any]:
     """name -> Plot for ``pane`` (empty when the pane has nothing to draw)."""
     from hpcprof_kit.traces import plots, spread
@@ -52,6 +60,9 @@ def pane_figures(rep: Any, pane: str) -> dict[str, Any]:
     tables = rep.panes[pane].tables
     out: dict[str, Any] = {}
     if pane == "overview" and "steps" in tables:
+        if "rank_steps" in rep.panes["distributed"].tables:
+            # first: a rank slow in a few steps only shows here, and in no median
+            out["rank_heatmap"] = _heatmap(rep)
         out["breakdown"] = plots.plot_breakdown(rep.breakdown)
     elif pane == "kernels" and "top_kernels" in tables and rep.table is not None:
         hist = kernel_histograms(rep)
@@ -60,9 +71,7 @@ def pane_figures(rep: Any, pane: str) -> dict[str, Any]:
     elif pane == "memory" and "peaks" in tables and rep.table is not None:
         out["memory"] = plot_memory(rep.table)
     elif pane == "distributed" and "rank_steps" in tables:
-        steps = rep.panes["distributed"].tables["rank_steps"].set_index("step")
-        steps.attrs["value"] = "busy"
-        out["rank_heatmap"] = plots.plot_rank_heatmap(steps)
+        out["rank_heatmap"] = _heatmap(rep)
         if int(rep.breakdown["rank"].nunique()) > 1:
             out["breakdown_spread"] = spread.plot_breakdown_spread(rep.breakdown)
     return out
