@@ -63,10 +63,11 @@ def _nvtx_include(nsys: str) -> Path | None:
 # (NSYS_LOCK_DIR), and the raw-nsys run below does the same. Measured on 2-rank runs with both
 # cores loaded: with a lock folder per rank, 2 of 30 hung ('Agent launcher failed', a rank that
 # never exits), and each left the registry locked, so every later nsys on the machine hung until
-# it was removed; with one lock folder, none of 70 hung (40 loaded, 30 two runs side by side).
+# it was removed; with one lock folder, none of 90 hung (60 loaded, 20 of them through the kit's
+# wrapper, and 30 as two runs side by side). benchmarks/nsys_start_race.py repeats the count.
 NSYS_HANGS = ("Agent launcher failed", "Local Endpoint is not available")
-# What still fails with one lock folder: nsys 2022.4's own agent start-up under load (6 of those
-# 70 runs): its CLI opens the new agent's semaphore after the launcher removed it, or gives up on
+# What still fails with one lock folder: nsys 2022.4's own agent start-up under load (8 of those
+# 90 runs): its CLI opens the new agent's semaphore after the launcher removed it, or gives up on
 # the agent; that rank's nsys exits 1 at once, having recorded nothing. No folder avoids it, so
 # such a run starts once more, with a warning.
 NSYS_START_FAILURES = ("[boost::errinfo_api_function_*] = sem_open", "Agent launcher failed")
