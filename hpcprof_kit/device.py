@@ -266,10 +266,14 @@ def set_current(dev) -> None:
 
 
 def _import_ipex():
-    """(module, None) when intel-extension-for-pytorch imports cleanly, else (None, reason)."""
+    """(module, None) when intel-extension-for-pytorch imports cleanly, else (None, reason).
+    Its import noise (kernel overrides, "No CUDA runtime") goes to a log, not to the learner
+    (:mod:`hpcprof_kit.ipex_import`)."""
+    from hpcprof_kit.ipex_import import quiet_import
+
     before = set(sys.modules)
     try:
-        import intel_extension_for_pytorch as ipex
+        ipex = quiet_import("intel_extension_for_pytorch")
     except BaseException as exc:  # noqa: BLE001 - IPEX can fail with anything, even on exit paths
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -23,7 +23,7 @@ from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.tracer_ranks import check_rank_selection, describe_traced_ranks
 
 __all__ = [
-    "FLAG_SETS", "TRACERS", "check_tracer_options", "flag_set_names", "unfiltered_ncu_warning",
+    "FLAG_SETS", "NSYS_LOCK_DIR", "TRACERS", "check_tracer_options", "flag_set_names", "unfiltered_ncu_warning",
     "warn_unfiltered_ncu", "wrapper_launch_line", "wrapper_script",
 ]  # fmt: skip
 
@@ -32,6 +32,10 @@ RANK_VAR_OF_LAUNCHER = {"pals": "PMI_RANK", "hydra": "PMI_RANK", "srun": "SLURM_
 # The wrapper reads rank and local rank from the same chains as hpcprof_kit.ranks (first set wins).
 RANK_CHAIN = tuple(name for name, _launcher in RANK_VARS)
 LOCAL_RANK_CHAIN = LOCAL_RANK_VARS
+
+# Where nsys keeps the lock of its node-wide session registry when TMPDIR is unset (nsys user
+# guide: temporary files go to /tmp by default); HPCPROF_NSYS_LOCK_DIR in the job moves it.
+NSYS_LOCK_DIR = "/tmp/nvidia"
 
 # Each tool: what it is for, the environment it needs, and its traced command line: the program,
 # then the chosen flag set, the capture flags, your extra flags, then its outputs.
@@ -54,9 +58,17 @@ TRACERS: dict[str, dict[str, object]] = {
     "nsys": {
         "title": "NVIDIA Nsight Systems: one timeline report per traced rank",
         "setup": [
-            "# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.",
-            'export TMPDIR="$out/tmp"',
-            'mkdir -p "$TMPDIR"',
+            "# nsys keeps its scratch files in TMPDIR (the default is not writable under mpiexec):",
+            "# one folder per rank. But nsys 2022.4 keeps one session registry per node (in",
+            "# /dev/shm), locked through $TMPDIR/nvidia: that folder is the node's (nsys's default),",
+            "# or ranks that start together lock it apart and can hang ('Agent launcher failed').",
+            'export TMPDIR="$out/tmp/rank$rank"',
+            f'nsys_lock="${{HPCPROF_NSYS_LOCK_DIR:-{NSYS_LOCK_DIR}}}"',
+            'if ! mkdir -p "$nsys_lock" 2>/dev/null || [[ ! -w "$nsys_lock" ]]; then',
+            '    nsys_lock="$out/tmp/nvidia"  # the job\'s ranks at least share one',
+            "fi",
+            'mkdir -p "$TMPDIR" "$nsys_lock"',
+            'ln -sfn "$nsys_lock" "$TMPDIR/nvidia"',
         ],
         "program": ["nsys", "profile", "-o", '"$out/${run}_%q{$RANK_VAR}"'],
         "outputs": [],

@@ -13,7 +13,7 @@ import pytest
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.tracer_ranks import traced_ranks
-from hpcprof_kit.tracers import wrapper_script
+from hpcprof_kit.tracers import NSYS_LOCK_DIR, wrapper_script
 
 GOLDEN = Path(__file__).parent / "golden" / "tracers"
 STANDIN = Path(__file__).parent / "standin"
@@ -46,7 +46,10 @@ def test_wrapper_is_shellcheck_clean(tracer, system, tmp_path):
 
 def test_documented_tool_options_are_present():
     nsys = wrapper_script("nsys", "polaris")
-    assert 'export TMPDIR="$out/tmp"' in nsys
+    # each rank's own TMPDIR, whose nvidia/ (where nsys locks its node-wide registry) is the node's
+    assert 'export TMPDIR="$out/tmp/rank$rank"' in nsys
+    assert f'nsys_lock="${{HPCPROF_NSYS_LOCK_DIR:-{NSYS_LOCK_DIR}}}"' in nsys
+    assert 'ln -sfn "$nsys_lock" "$TMPDIR/nvidia"' in nsys
     assert '-o "$out/${run}_%q{PMI_RANK}" --stats=true' in nsys
     ncu = wrapper_script("ncu", "polaris")
     assert '--set "${NCU_SET:-detailed}"' in ncu and '-k "$NCU_KERNEL"' in ncu
@@ -105,14 +108,30 @@ def run_four_ranks(mpiexec, tmp_path, tracer, system, env_extra, **kwargs):
 
 @pytest.mark.mpi
 def test_rank_selection_four_ranks_nsys_standin_tracer(mpiexec, tmp_path):
+    lock = tmp_path / "node-lock"  # where this node's nsys lock their registry
     run_dir, traced, records = run_four_ranks(
-        mpiexec, tmp_path, "nsys", "polaris", {}, profrank=0, rankcutoff=3
-    )
+        mpiexec, tmp_path, "nsys", "polaris", {"HPCPROF_NSYS_LOCK_DIR": str(lock)},
+        profrank=0, rankcutoff=3,
+    )  # fmt: skip
     assert traced == [0, 2] == traced_ranks(4, 2, profrank=0, rankcutoff=3)
     for r in records:
         assert r["output"] == f"{run_dir}/traces/nsys/run_N2_R2_{r['rank']}"
-        assert r["TMPDIR"] == f"{run_dir}/traces/nsys/tmp"
+        assert r["TMPDIR"] == f"{run_dir}/traces/nsys/tmp/rank{r['rank']}"
+        assert os.readlink(Path(r["TMPDIR"]) / "nvidia") == str(lock) and lock.is_dir()
         assert "--stats=true" in r["options"]
+
+
+@pytest.mark.mpi
+def test_nsys_lock_folder_that_cannot_be_made_falls_back_to_one_for_the_job(mpiexec, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder\n")
+    run_dir, traced, records = run_four_ranks(
+        mpiexec, tmp_path, "nsys", "polaris", {"HPCPROF_NSYS_LOCK_DIR": str(blocked / "nvidia")},
+        profrank=0,
+    )  # fmt: skip
+    assert traced == [0, 2]
+    links = {os.readlink(Path(r["TMPDIR"]) / "nvidia") for r in records}
+    assert links == {f"{run_dir}/traces/nsys/tmp/nvidia"}  # the job's traced ranks share one
 
 
 @pytest.mark.mpi

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcprof_kit.jobs.examples import PLACEHOLDER_ACCOUNT, VARIANTS
+from hpcprof_kit.jobs.render import render_script
 from hpcprof_kit.jobs.spec import JobSpec
 from hpcprof_kit.systems import load_system, system_names
 
@@ -38,8 +39,12 @@ def catalog_specs() -> dict[str, JobSpec]:
 
 
 def catalog() -> dict[str, str]:
-    """``<system>/<variant>.sh`` -> the script text the kit renders for it."""
-    return {path: spec.render() for path, spec in catalog_specs().items()}
+    """``<system>/<variant>.sh`` -> the script text the kit renders for it (its header names
+    it as a ready script of ``jobs/``)."""
+    return {
+        path: render_script(spec.resolve(), ready_script=f"jobs/{path}")
+        for path, spec in catalog_specs().items()
+    }
 
 
 def write_catalog(folder: Path) -> list[Path]:

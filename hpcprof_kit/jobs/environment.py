@@ -3,7 +3,8 @@
 A PBS Pro batch job starts from a clean login environment: nothing of the submitting shell
 (its venv, its PATH) reaches it. So the script names the environment it was rendered from and
 activates it after the site's modules. ``JobSpec.venv`` chooses it; when it is None the kit
-takes the environment it runs from (a venv), else the system record's ``default_venv``.
+takes the environment it runs from (a venv) when it runs on that site, else the system record's
+``default_venv``: a script rendered on a laptop for Aurora must not name the laptop's venv.
 
 >>> from hpcprof_kit.systems import load_system
 >>> resolve_venv("/opt/v", load_system("aurora"))
@@ -20,6 +21,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from hpcprof_kit.systems import detect_system
+
 if TYPE_CHECKING:
     from hpcprof_kit.systems import System
 
@@ -31,11 +34,20 @@ def running_venv() -> str:
 
 def resolve_venv(venv: str | None, sysrec: System) -> str:
     """The environment a job on ``sysrec`` activates: ``venv`` (a spec's field) when given,
-    else the default ('' = none: the local backend puts this interpreter first on PATH)."""
+    else the default ('' = none: the local backend puts this interpreter first on PATH).
+
+    The default is the running venv only on the site itself (``detect_system()`` names it:
+    the site recipe and its Jupyter kernel set ``HPCPROF_SYSTEM``); rendered anywhere else, a
+    site job names the environment the site recipe builds (the record's ``default_venv``).
+    """
     if venv is not None:
         return venv
     if sysrec.scheduler == "none":
         return ""
+    recipe_venv = str(sysrec.extra.get("default_venv", ""))
+    if recipe_venv and detect_system() != sysrec.name:
+        # rendered elsewhere (a laptop, CI): this machine's venv does not exist on the site
+        return recipe_venv
     return site_default_venv(sysrec)
 
 

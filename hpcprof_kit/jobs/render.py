@@ -33,10 +33,19 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_script(job: ResolvedJob) -> str:
-    """The job script text for ``job`` (``JobSpec.resolve()`` makes one)."""
+def render_script(job: ResolvedJob, ready_script: str | None = None) -> str:
+    """The job script text for ``job`` (``JobSpec.resolve()`` makes one).
+
+    ``ready_script`` names a ready script of ``jobs/`` (``"jobs/local/train.sh"``): its header
+    then says where it comes from, since no run directory (and no spec.json) goes with it.
+
+    >>> from hpcprof_kit.jobs import JobSpec
+    >>> job = JobSpec(system="local").resolve()
+    >>> render_script(job, "jobs/local/train.sh").splitlines()[3].split(",")[0]
+    '# Ready script jobs/local/train.sh'
+    """
     template = _environment().get_template(f"{job.scheduler}.sh.j2")
-    return template.render(**job.template_values())
+    return template.render(**job.template_values(), ready_script=ready_script)
 
 
 class ScriptPreview:

@@ -1,7 +1,8 @@
 #!/bin/bash
 # No scheduler: the kit's local backend (or you) runs this with bash on this machine.
 # affinity on local: which CPUs and device each rank got
-# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
+# Ready script jobs/local/affinity.sh, from `hpcprof-kit render --all jobs/` (no spec.json goes
+# with it): for other choices, render your own with `hpcprof-kit render` or JobSpec(...).render().
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.

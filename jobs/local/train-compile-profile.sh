@@ -1,7 +1,8 @@
 #!/bin/bash
 # No scheduler: the kit's local backend (or you) runs this with bash on this machine.
 # train on local: DDP training of a small Transformer
-# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
+# Ready script jobs/local/train-compile-profile.sh, from `hpcprof-kit render --all jobs/` (no spec.json goes
+# with it): for other choices, render your own with `hpcprof-kit render` or JobSpec(...).render().
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.

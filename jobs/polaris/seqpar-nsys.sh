@@ -8,7 +8,8 @@
 #PBS -l filesystems=home:eagle
 #PBS -k doe
 # seqpar on polaris: sequence-parallel matmuls
-# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
+# Ready script jobs/polaris/seqpar-nsys.sh, from `hpcprof-kit render --all jobs/` (no spec.json goes
+# with it): for other choices, render your own with `hpcprof-kit render` or JobSpec(...).render().
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.
@@ -87,9 +88,17 @@ run_dir="${HPCPROF_RUN_DIR:-$PWD}"
 run="$(basename "$run_dir")"
 out="$run_dir/traces/nsys"
 mkdir -p "$out"
-# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.
-export TMPDIR="$out/tmp"
-mkdir -p "$TMPDIR"
+# nsys keeps its scratch files in TMPDIR (the default is not writable under mpiexec):
+# one folder per rank. But nsys 2022.4 keeps one session registry per node (in
+# /dev/shm), locked through $TMPDIR/nvidia: that folder is the node's (nsys's default),
+# or ranks that start together lock it apart and can hang ('Agent launcher failed').
+export TMPDIR="$out/tmp/rank$rank"
+nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-/tmp/nvidia}"
+if ! mkdir -p "$nsys_lock" 2>/dev/null || [[ ! -w "$nsys_lock" ]]; then
+    nsys_lock="$out/tmp/nvidia"  # the job's ranks at least share one
+fi
+mkdir -p "$TMPDIR" "$nsys_lock"
+ln -sfn "$nsys_lock" "$TMPDIR/nvidia"
 echo "hpcprof-kit: nsys traces rank $rank (local rank $local_rank) into $out" >&2
 exec nsys profile -o "$out/${run}_%q{PMI_RANK}" --stats=true --show-output=true --capture-range=cudaProfilerApi --capture-range-end=stop "$@"
 HPCPROF_TRACER_EOF

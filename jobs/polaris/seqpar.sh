@@ -8,7 +8,8 @@
 #PBS -l filesystems=home:eagle
 #PBS -k doe
 # seqpar on polaris: sequence-parallel matmuls
-# Rendered by hpcprof-kit from a JobSpec (a run directory keeps it as spec.json): change the spec, not this file.
+# Ready script jobs/polaris/seqpar.sh, from `hpcprof-kit render --all jobs/` (no spec.json goes
+# with it): for other choices, render your own with `hpcprof-kit render` or JobSpec(...).render().
 set -eo pipefail
 
 # The run directory holds this script, its outputs, traces/, tables/ and timings/.

@@ -20,8 +20,16 @@ run_dir="${HPCPROF_RUN_DIR:-$PWD}"
 run="$(basename "$run_dir")"
 out="$run_dir/traces/nsys"
 mkdir -p "$out"
-# nsys keeps its scratch files in TMPDIR; the default is not writable under mpiexec.
-export TMPDIR="$out/tmp"
-mkdir -p "$TMPDIR"
+# nsys keeps its scratch files in TMPDIR (the default is not writable under mpiexec):
+# one folder per rank. But nsys 2022.4 keeps one session registry per node (in
+# /dev/shm), locked through $TMPDIR/nvidia: that folder is the node's (nsys's default),
+# or ranks that start together lock it apart and can hang ('Agent launcher failed').
+export TMPDIR="$out/tmp/rank$rank"
+nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-/tmp/nvidia}"
+if ! mkdir -p "$nsys_lock" 2>/dev/null || [[ ! -w "$nsys_lock" ]]; then
+    nsys_lock="$out/tmp/nvidia"  # the job's ranks at least share one
+fi
+mkdir -p "$TMPDIR" "$nsys_lock"
+ln -sfn "$nsys_lock" "$TMPDIR/nvidia"
 echo "hpcprof-kit: nsys traces rank $rank (local rank $local_rank) into $out" >&2
 exec nsys profile -o "$out/${run}_%q{PMI_RANK}" --stats=true --show-output=true "$@"
