@@ -23,6 +23,7 @@ HIDDEN = {
             r"\b56\s*[x*]\s*8\b",
         ],
         "code": ["device_counts", "HIERARCHY_NOTES", "tile_compute_units", "EUS_PER_XE_CORE"],
+        "answer": "notebook_answer",
     },
 }
 
@@ -46,6 +47,16 @@ def tile_compute_units() -> int:
     448
     """
     return TILE_XE_CORES * EUS_PER_XE_CORE
+
+
+def notebook_answer() -> list[int]:
+    """FLAT devices, COMPOSITE devices and one tile's compute units (the answer key's).
+
+    >>> notebook_answer()
+    [12, 6, 448]
+    """
+    counts = device_counts("aurora")
+    return [counts["FLAT"], counts["COMPOSITE"], tile_compute_units()]
 
 
 def check_device_counts(

@@ -15,6 +15,7 @@ HIDDEN = {
     "check_needs_a_human": {
         "text": [r"\.py:\d+: ", r"needs a human", r"not ported"],
         "code": ["port_file", "port_source", "not_ported", "needs_a_human", "report"],
+        "answer": "needs_a_human",
     },
 }
 

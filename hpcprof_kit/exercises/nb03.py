@@ -10,6 +10,7 @@ HIDDEN = {
     "check_rank": {
         "text": [r"rank 3\b[^\n]*local rank 1\b", r"rank=3\b[^\n]*local_rank=1\b"],
         "code": ["ranks_from_env(PUZZLE_ENV"],
+        "answer": "notebook_answer",
     }
 }
 
@@ -19,6 +20,18 @@ PUZZLE_ENV: dict[str, str] = {
     "SLURM_NNODES": "2", "PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1",
     "MPI_LOCALNRANKS": "2",
 }  # fmt: skip
+
+
+def notebook_answer() -> list[int]:
+    """The puzzle's rank and local rank, as the kit reads them (the answer key's).
+
+    >>> notebook_answer()
+    [3, 1]
+    """
+    from hpcprof_kit.ranks import ranks_from_env
+
+    info = ranks_from_env(PUZZLE_ENV, use_mpi=False)
+    return [info.rank, info.local_rank]
 
 
 def check_rank(rank: int | None, local_rank: int | None) -> bool:
