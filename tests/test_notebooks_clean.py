@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpcprof_kit.validate.clean import notebook_problems, strip_notebook
+from hpcprof_kit.validate.clean import KERNEL_NAME, notebook_problems, strip_notebook
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -30,22 +30,22 @@ def test_the_sequence_starts_with_the_quickstart():
 
 
 def _lesson(tmp_path: Path) -> nbformat.NotebookNode:
-    """A minimal clean lesson: goals, parameters, checked table, exercise, solution, close."""
+    """A minimal clean lesson: goals, parameters, checked table, exercise, close; the kit's
+    kernel (its solution lives in the instructors' answer key)."""
     v4 = nbformat.v4
     params = v4.new_code_cell('system = "local"\nranks = 2')
     params.metadata["tags"] = ["parameters"]
     table = v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint('step  state')")
     table.execution_count = 1
     table.outputs = [v4.new_output("stream", name="stdout", text="step  state\n")]
-    solution = v4.new_code_cell("check_answer(4)")
-    solution.metadata["jupyter"] = {"source_hidden": True}
     nb = v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "hpcprof-kit", "display_name": "Python (hpcprof-kit)",
+                                 "language": "python"}  # fmt: skip
     nb.cells = [
         v4.new_markdown_cell("# Quickstart\n\n## Learning goals\n- run a job"),
         params,
         table,
         v4.new_code_cell("answer = None\ncheck_answer(answer)"),
-        solution,
         v4.new_markdown_cell("## What you learned\n- a lot"),
     ]
     return nb
@@ -86,14 +86,21 @@ def test_each_kind_of_dirt_is_named(tmp_path):
 
 def test_missing_lesson_parts_are_named(tmp_path):
     nb = _lesson(tmp_path)
-    nb.cells = nb.cells[1:3]  # no goals, no exercise, no solution, no close
+    nb.cells = nb.cells[1:3]  # no goals, no exercise, no close
+    nb.metadata["kernelspec"]["name"] = "python3"
     problems = notebook_problems(_write(nb, tmp_path / "bare.ipynb"))
     assert problems == [
         "the first cell must be markdown with the learning goals",
         'the last cell must be markdown headed "What you learned"',
         "no exercise cell calls a check_...() helper",
-        'no collapsed solution cell (metadata {"jupyter": {"source_hidden": true}})',
+        "kernelspec name is 'python3', not 'hpcprof-kit', the kernel `make lab` registers; "
+        "pick 'Python (hpcprof-kit)' in JupyterLab's kernel menu and save",
     ]
+
+
+def test_the_notebooks_kernel_is_the_one_make_lab_registers():
+    makefile = (NOTEBOOKS[0].parents[1] / "Makefile").read_text()
+    assert f"ipykernel install --user --name {KERNEL_NAME} " in makefile
 
 
 def test_checked_output_without_a_count_is_caught(tmp_path):
@@ -125,7 +132,7 @@ def test_strip_keeps_checked_outputs_and_clears_the_rest(tmp_path):
     assert cells[2]["execution_count"] == 1
     assert cells[3]["outputs"] == [] and cells[3]["execution_count"] is None
     assert "execution" not in cells[1]["metadata"] and "widgets" not in stored["metadata"]
-    assert cells[4]["metadata"]["jupyter"] == {"source_hidden": True}  # the solution stays folded
+    assert stored["metadata"]["kernelspec"]["name"] == KERNEL_NAME  # the kernel stays
     assert notebook_problems(path) == []
     assert strip_notebook(path) is False  # a second pass changes nothing
 

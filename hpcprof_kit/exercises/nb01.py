@@ -1,6 +1,13 @@
-"""Notebook 01 exercise: predict the torch devices of one Aurora node and one tile's compute units."""
+"""Notebook 01 exercises: complete a script that asks torch for its devices (run on every rank),
+then predict the torch devices of one Aurora node and one tile's compute units."""
 
 from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from pathlib import Path
 
 from hpcprof_kit.exercises import feedback
 
@@ -23,8 +30,19 @@ HIDDEN = {
             r"\b56\s*[x*]\s*8\b",
         ],
         "code": ["device_counts", "HIERARCHY_NOTES", "tile_compute_units", "EUS_PER_XE_CORE"],
+        "answer": "notebook_answer",
+    },
+    "check_my_devices": {
+        "text": [r"count = acc\.device_count\(\)", r"acc\.device_count\(\)  # filled"],
+        "code": [],
+        "answer": "my_devices_answer",
     },
 }
+# The calls the learner's my_devices.py must make: each accelerator's availability, then the
+# device count and each device's properties through whichever module answered.
+AVAILABILITY = ("torch.xpu.is_available", "torch.cuda.is_available")
+PER_DEVICE = ("device_count", "get_device_properties")
+_RANK_LINE = re.compile(r"^(?:\[\S+\] )?rank (\d+): ", re.MULTILINE)
 
 
 def device_counts(system: str = "aurora") -> dict[str, int]:
@@ -46,6 +64,16 @@ def tile_compute_units() -> int:
     448
     """
     return TILE_XE_CORES * EUS_PER_XE_CORE
+
+
+def notebook_answer() -> list[int]:
+    """FLAT devices, COMPOSITE devices and one tile's compute units (the answer key's).
+
+    >>> notebook_answer()
+    [12, 6, 448]
+    """
+    counts = device_counts("aurora")
+    return [counts["FLAT"], counts["COMPOSITE"], tile_compute_units()]
 
 
 def check_device_counts(
@@ -73,7 +101,7 @@ def check_device_counts(
         hints.append(
             "compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?"
             if compute_units == TILE_XE_CORES
-            else "compute_units counts EUs; section 2 says how many EUs one Xe core holds."
+            else "compute_units counts EUs; the Properties section says how many EUs one Xe core holds."
         )
     return feedback(
         counts_ok and units_ok,
@@ -83,4 +111,65 @@ def check_device_counts(
             f"mode, and {tile_compute_units()} compute units per tile: {TILE_XE_CORES} Xe cores x "
             f"{EUS_PER_XE_CORE} EUs."
         ),
+    )
+
+
+def my_devices_answer() -> str:
+    """The line that fills the blank of ``my_devices.py`` (the answer key's).
+
+    >>> my_devices_answer()
+    'count = acc.device_count()'
+    """
+    return "count = acc.device_count()"
+
+
+def _calls(source: str) -> set[str]:
+    """Dotted names of every call in ``source``: ``torch.xpu.is_available``, ``acc.device_count``."""
+
+    def dotted(node: ast.AST) -> str:
+        if isinstance(node, ast.Attribute):
+            return f"{dotted(node.value)}.{node.attr}"
+        return node.id if isinstance(node, ast.Name) else "?"
+
+    return {dotted(n.func) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)}
+
+
+def check_my_devices(script: str | os.PathLike[str] = "my_devices.py", run=None) -> bool:
+    """Check the learner's ``my_devices.py``: it asks torch itself (``is_available`` of xpu and
+    cuda, then ``device_count`` and ``get_device_properties``), and every rank of ``run`` (a job
+    or a run directory) printed its ``rank R: ...`` line.
+
+    >>> import tempfile, pathlib
+    >>> s = pathlib.Path(tempfile.mkdtemp()) / "my_devices.py"
+    >>> _ = s.write_text("import torch\\nacc = torch.xpu if torch.xpu.is_available() else "
+    ...                  "torch.cuda if torch.cuda.is_available() else None\\ncount = None\\n"
+    ...                  "props = acc.get_device_properties(0)\\n")
+    >>> check_my_devices(s)
+    Not yet. Hint: my_devices.py never calls device_count: fill the blank (count = ...) with the call that counts the devices acc sees.
+    False
+    """
+    try:
+        calls = _calls(Path(script).read_text())
+    except (OSError, SyntaxError) as exc:
+        return feedback(False, hint=f"{script} does not read as Python ({exc}); run its cell again")
+    tails = {c.rsplit(".", 1)[-1] for c in calls}
+    missing = [c for c in AVAILABILITY if c not in calls] + [
+        c for c in PER_DEVICE if c not in tails
+    ]
+    if missing:
+        return feedback(
+            False,
+            hint=f"{Path(script).name} never calls {', '.join(missing)}: fill the blank "
+            "(count = ...) with the call that counts the devices acc sees.",
+        )
+    if run is None:
+        return feedback(True, hint="", well_done="Correct - your script asks torch itself.")
+    run_dir = Path(run.run_dir if hasattr(run, "run_dir") else os.fspath(run))
+    spec = json.loads((run_dir / "spec.json").read_text())
+    world = int(spec.get("nodes") or 1) * int(spec.get("ranks_per_node") or 1)
+    seen = sorted({int(r) for r in _RANK_LINE.findall((run_dir / "stdout").read_text())})
+    return feedback(
+        seen == list(range(world)),
+        hint=f"ranks {seen} printed a line, of {world}: did the job complete (wait_for(job))?",
+        well_done=f"Correct - your script asks torch itself, and ranks {seen} each answered.",
     )

@@ -7,16 +7,21 @@ from hpcprof_kit.exercises import feedback
 # The exercise's schedule (shown in the notebook).
 EXERCISE = {"wait": 2, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 1, "steps": 16}
 
+# The schedule of the learner's my_train.py (its %%writefile cell says the same).
+MY_SCHEDULE = {"wait": 2, "warmup": 1, "active": 2, "repeat": 1, "steps": 6}
+
 # What would give the answer away above the check (tests/test_exercises_hidden.py): the
 # steps themselves, or a schedule table or strip drawn for the exercise's schedule.
 HIDDEN = {
     "check_second_trace": {
         "text": [r"\b10\D{1,6}11\D{1,6}12\b", r"#10 to #12"],
         "code": ["**EXERCISE", "steps_in_trace("],
+        "answer": "second_trace_answer",
     },
     "check_my_trace": {
-        "text": [r"ProfilerStep\s*\[2, 3\]", r"ProfilerStep#2\b[^\n]*#3\b"],
+        "text": [r"ProfilerStep\s*\[3, 4\]", r"ProfilerStep#3\b[^\n]*#4\b", r"\b3 and 4\b"],
         "code": ["recorded_steps(", "format_schedule(", "plot_schedule("],
+        "answer": "my_trace_answer",
     },
 }
 
@@ -30,6 +35,25 @@ def steps_in_trace(trace: int, **schedule: int) -> list[int]:
     from hpcprof_kit.profiling import schedule_steps
 
     return [r["step"] for r in schedule_steps(**schedule) if r["trace"] == trace]
+
+
+def second_trace_answer() -> list[int]:
+    """The exercise's answer (the answer key's).
+
+    >>> second_trace_answer()
+    [10, 11, 12]
+    """
+    return steps_in_trace(1, **EXERCISE)
+
+
+def my_trace_answer() -> list[int]:
+    """The steps ``my_train.py``'s schedule records (the answer key's; the check reads them
+    from the learner's own traces).
+
+    >>> my_trace_answer()
+    [3, 4]
+    """
+    return steps_in_trace(0, **MY_SCHEDULE)
 
 
 def check_second_trace(answer: list[int] | None) -> bool:
@@ -78,7 +102,7 @@ def check_my_trace(answer: list[int] | None, run_dir) -> bool:
     right = list(steps[0])
     return feedback(
         sorted(answer or []) == right,
-        hint="step 0 is the wait step, step 1 the warmup; active=2 steps follow; "
-        "count prof.step() calls from 0.",
+        hint="wait=2 steps with the profiler off, then warmup=1 step whose events are thrown "
+        "away; active=2 steps follow; count prof.step() calls from 0.",
         well_done=f"Correct - every rank's trace holds ProfilerStep {right}.",
     )

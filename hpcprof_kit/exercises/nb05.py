@@ -53,3 +53,47 @@ def check_compiled_verdict(
     right = difference(table, variant)
     sentence = next(s for s in noise_verdict(table).splitlines() if variant in s)
     return feedback(given == right, hint=HINT, well_done=f"Correct - {sentence}")
+
+
+# Slices around code Inductor generated: the graph's call, and its autograd function (forward
+# and backward). "Torch-Compiled Region" is not one of them: it spans the frame Dynamo took over,
+# and when DDP's forward breaks the graph the model runs eagerly inside it.
+COMPILED_CODE = r"^## Call CompiledFxGraph|^CompiledFunction(?:Backward)?$"
+
+
+def compiled_or_eager(df: pd.DataFrame, ops: tuple[str, ...] = ("aten::linear", "aten::mm",
+                      "aten::addmm", "aten::scaled_dot_product_attention")) -> pd.DataFrame:  # fmt: skip
+    """Per op: calls per recorded step and rank that ran inside code Inductor compiled (a
+    ``## Call CompiledFxGraph`` or ``CompiledFunction`` slice on the same rank and thread) and
+    outside it (eager).
+
+    >>> import pandas as pd
+    >>> rows = [("## Call CompiledFxGraph f1 ##", 0, 100), ("aten::mm", 10, 5),
+    ...         ("Torch-Compiled Region: 0/0", 150, 100), ("aten::mm", 200, 5)]
+    >>> df = pd.DataFrame([{"rank": 0, "tid": 1, "name": n, "ts_ns": t, "dur_ns": d, "step": 2}
+    ...                    for n, t, d in rows])
+    >>> compiled_or_eager(df, ops=("aten::mm", "aten::linear"))  # doctest: +NORMALIZE_WHITESPACE
+                  compiled  eager
+    op
+    aten::mm           1.0    1.0
+    aten::linear       0.0    0.0
+    """
+    import pandas as pd
+
+    names = df["name"].astype(str)
+    recorded = df[df["step"] >= 0]
+    per_step = max(recorded[["rank", "step"]].drop_duplicates().shape[0], 1)
+    graphs = df[names.str.contains(COMPILED_CODE, regex=True)]
+    spans = {key: sorted(zip(g["ts_ns"], g["ts_ns"] + g["dur_ns"], strict=True))
+             for key, g in graphs.groupby(["rank", "tid"], observed=True)}  # fmt: skip
+    rows = []
+    for op in ops:
+        calls = recorded[names.loc[recorded.index] == op]
+        inside = 0
+        for rank, tid, start, dur in calls[["rank", "tid", "ts_ns", "dur_ns"]].itertuples(
+            index=False
+        ):
+            inside += any(a <= start and start + dur <= b for a, b in spans.get((rank, tid), ()))
+        rows.append({"op": op, "compiled": inside / per_step,
+                     "eager": (len(calls) - inside) / per_step})  # fmt: skip
+    return pd.DataFrame(rows).set_index("op")

@@ -21,6 +21,7 @@ HIDDEN = {
     "check_traced_ranks": {
         "text": [r"\[0,\s*12\]", r"\b0 and 12\b", r"(?i)ranks? 0 and 12\b"],
         "code": ["RANKCUTOFF=13", "rankcutoff=13"],
+        "answer": "notebook_answer",
     },
 }
 
@@ -52,6 +53,17 @@ def rank_selection_demo(tracer: str, system: str, ranks: int = 4, ranks_per_node
                    env=env, check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
     records = (run_dir / "traces" / tracer).glob("standin-*.json")
     return sorted(json.loads(p.read_text())["rank"] for p in records)
+
+
+def notebook_answer() -> list[int]:
+    """The ranks unitrace traces in the exercise (the answer key's).
+
+    >>> notebook_answer()
+    [0, 12]
+    """
+    from hpcprof_kit.tracer_ranks import traced_ranks
+
+    return traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
 
 
 def check_traced_ranks(answer: list[int] | None) -> bool:

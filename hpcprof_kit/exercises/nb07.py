@@ -16,11 +16,29 @@ from hpcprof_kit.exercises import feedback
 # What would give the unbound plan away above its check cell (tests/test_exercises_hidden.py):
 # the plans' findings, the comparison's verdict column, or a cell that prints them.
 HIDDEN = {
+    "check_polaris_list": {
+        "text": [r"list:24-31:16-23:8-15:0-7"],
+        "code": ['plan_for("polaris", 4, "auto")', "plan_for('polaris', 4, 'auto')"],
+        "answer": "polaris_answer",
+    },
     "check_unbound_plan": {
         "text": [r"unbound: rank \d", r"\s+unbound\s+\d"],
         "code": ["side_by_side", "exp.comparison", "plan_for(system"],
-    }
+    },
 }
+
+
+def polaris_answer() -> str:
+    """The 4-rank Polaris list with rank i next to GPU i (the answer key's; the kit's own plan,
+    ``plan_for("polaris", 4, "auto")``, adds each core's hyperthread to it).
+
+    >>> polaris_answer()
+    'list:24-31:16-23:8-15:0-7'
+    >>> check_polaris_list(polaris_answer())
+    Correct - every rank sits next to its GPU, no core shared or reserved.
+    True
+    """
+    return "list:24-31:16-23:8-15:0-7"
 
 
 def check_polaris_list(cpu_bind: str) -> bool:

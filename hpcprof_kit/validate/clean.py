@@ -5,7 +5,8 @@ A notebook in the repository stores outputs only for cells that start with
 no machine paths, no execution counts except on those checked cells (nbval skips a cell whose
 count is empty and fails it when it has outputs), no widget state. It also has the lesson
 shape: learning goals first, one ``parameters`` cell, an exercise calling a ``check_...``
-helper, a collapsed solution, and "What you learned" last.
+helper (its solution lives in the instructors' answer key, not in the notebook), "What you
+learned" last, and the kernel ``make lab`` registers.
 
 >>> from hpcprof_kit.validate.clean import notebook_problems, strip_notebook   # doctest: +SKIP
 >>> notebook_problems("notebooks/00_quickstart.ipynb")                           # doctest: +SKIP
@@ -28,6 +29,8 @@ MACHINE_PATHS = ("/work/", "/tmp/", "/root/", "/home/")
 _GOALS = re.compile(r"goal|you will|you'll|learn", re.IGNORECASE)
 _LEARNED = re.compile(r"what you(?:'ve| have)? learn(?:ed|t)", re.IGNORECASE)
 _CHECK_CALL = re.compile(r"\bcheck_\w+\s*\(")
+# The Jupyter kernel `make lab` registers (ipykernel install --name); every notebook declares it.
+KERNEL_NAME = "hpcprof-kit"
 # Canonical count on checked cells: nbval needs one; a fixed value keeps diffs quiet.
 CHECKED_COUNT = 1
 
@@ -44,6 +47,16 @@ def _is_checked(cell: dict[str, Any]) -> bool:
 def _read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     text = Path(path).read_text(encoding="utf-8")
     return text, json.loads(text)
+
+
+def _kernel_problems(nb: dict[str, Any]) -> list[str]:
+    name = nb.get("metadata", {}).get("kernelspec", {}).get("name")
+    if name == KERNEL_NAME:
+        return []
+    return [
+        f"kernelspec name is {name!r}, not {KERNEL_NAME!r}, the kernel `make lab` registers; "
+        f"pick 'Python (hpcprof-kit)' in JupyterLab's kernel menu and save"
+    ]
 
 
 def _structure_problems(cells: list[dict[str, Any]]) -> list[str]:
@@ -68,10 +81,6 @@ def _structure_problems(cells: list[dict[str, Any]]) -> list[str]:
     code = [c for c in cells if c.get("cell_type") == "code"]
     if not any(_CHECK_CALL.search(_source(c)) for c in code):
         problems.append("no exercise cell calls a check_...() helper")
-    if not any(c.get("metadata", {}).get("jupyter", {}).get("source_hidden") for c in cells):
-        problems.append(
-            'no collapsed solution cell (metadata {"jupyter": {"source_hidden": true}})'
-        )
     return problems
 
 
@@ -109,7 +118,7 @@ def notebook_problems(path: str | os.PathLike[str]) -> list[str]:
     text, nb = _read(path)
     problems = [f"contains the machine path {p!r}" for p in MACHINE_PATHS if p in text]
     cells = nb.get("cells", [])
-    problems += _structure_problems(cells)
+    problems += _structure_problems(cells) + _kernel_problems(nb)
     for i, cell in enumerate(cells):
         problems += _cell_problems(i, cell)
     # JupyterLab's per-cell run timestamps: one line for all of them, they have one fix.

@@ -62,7 +62,6 @@ class ScheduleExplorer:
     def redraw(self) -> None:
         """Recompute the table and picture from the sliders; an invalid schedule shows why."""
         import matplotlib.pyplot as plt
-        from IPython.display import display
 
         from hpcprof_kit.profiling import plot_schedule
 
@@ -71,17 +70,19 @@ class ScheduleExplorer:
         except KitError as exc:
             self.table = None
             self.message.value = f'<span style="color:#b00020">{html.escape(str(exc))}</span>'
-            self.out.clear_output()
+            self.out.outputs = ()
             return
         self.table = table
         recorded = int(table["trace"].notna().sum())
         self.message.value = (
             f"{recorded} of {len(table)} steps recorded into {table['trace'].nunique()} trace(s)"
         )
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(fig)
-            display(table)
+        # Contents as data, not display() captured inside `with self.out`: that capture made a
+        # headless client (nbconvert, papermill, nbval) take the cell's reply only at its
+        # timeout (see widgets/zoom.py).
+        self.out.outputs = ()
+        self.out.append_display_data(fig)
+        self.out.append_display_data(table)
         plt.close(fig)  # the Output widget keeps the picture; pyplot need not
 
 

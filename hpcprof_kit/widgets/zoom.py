@@ -54,8 +54,6 @@ class TimelineZoom:
 
     def redraw(self, step: int | tuple[int, int]) -> None:
         """Draw steps ``step`` (one number or ``(first, last)``) at their own level of detail."""
-        from IPython.display import display
-
         from hpcprof_kit.traces.timeline import plot_timeline
 
         window = (step, step) if isinstance(step, int) else tuple(step)
@@ -64,7 +62,7 @@ class TimelineZoom:
         except KitError as exc:
             self.plot = None
             self.message.value = f'<span style="color:#b00020">{html.escape(str(exc))}</span>'
-            self.out.clear_output()
+            self.out.outputs = ()
             return
         lanes = self.plot.table
         what = f"step {window[0]}" if window[0] == window[1] else f"steps {window[0]}-{window[1]}"
@@ -72,9 +70,12 @@ class TimelineZoom:
             f"{what}: {int(lanes['events'].sum()):,} slices in {int(lanes['bars'].sum()):,} bars "
             f"({int(lanes['merged'].sum()):,} merged at this zoom)"
         )
-        with self.out:
-            self.out.clear_output(wait=True)
-            display(self.plot)  # the picture, then the lanes table
+        # Set the Output's contents as data instead of capturing display() inside `with self.out`:
+        # capture makes the kernel flip the widget's msg_id over comm messages during the cell,
+        # and a headless client (nbconvert, papermill, nbval) then sometimes took the cell's
+        # reply only at its timeout. Data needs no capture, in JupyterLab or headless.
+        self.out.outputs = ()
+        self.out.append_display_data(self.plot)  # the picture, then the lanes table
 
 
 def timeline_zoom(df: Any, steps: tuple[int, int] | None = None, **plot_args: Any) -> TimelineZoom:

@@ -1,0 +1,43 @@
+"""Notebook 05's compile comparison on real runs: where torch.compile goes decides what Inductor
+compiles, read from each run's trace (torch 2.13 on this CPU).
+
+``torch.compile(DDP(model))`` (the ATPESC guide's form, the train app's default) breaks the graph
+in DDP's own Python, and the model runs eagerly: its ``aten::linear`` calls stay, outside any
+compiled graph. ``DDP(torch.compile(model))`` (``--compile-where model``) compiles the model: no
+``aten::linear`` is left, and its matrix products run inside ``## Call CompiledFxGraph``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hpcprof_kit import traces
+from hpcprof_kit.exercises.nb05 import compiled_or_eager
+from hpcprof_kit.jobs import JobSpec, submit, wait_for
+
+ARGS = ("--epochs", "1", "--steps-per-epoch", "4", "--prof-wait", "1", "--prof-warmup", "1",
+        "--prof-active", "2", "--prof-repeat", "1", "--compile")  # fmt: skip
+
+
+def _run(where: str):
+    spec = JobSpec(system="local", example="train", profile=True, ranks_per_node=1,
+                   args=(*ARGS, "--compile-where", where))  # fmt: skip
+    job = submit(spec)
+    assert wait_for(job, timeout=1200, progress=False) == "COMPLETED", job.tail(20, "stderr")
+    (timing,) = (job.run_dir / "timings").glob("*.json")
+    return job, json.loads(timing.read_text())
+
+
+@pytest.mark.parametrize("where", ["ddp", "model"])
+def test_where_to_compile_decides_which_ops_run_compiled(where):
+    job, timing = _run(where)
+    assert timing["params"]["compile"] is True and timing["params"]["compile_where"] == where
+    ran = compiled_or_eager(traces.load(job.run_dir))
+    if where == "ddp":  # nothing of the model compiled: every linear layer eager
+        assert ran.loc["aten::linear", "eager"] > 0
+        assert ran["compiled"].sum() == 0, ran
+    else:  # the model compiled: no linear left, its products inside Inductor's graphs
+        assert ran.loc["aten::linear"].sum() == 0, ran
+        assert ran.loc["aten::mm", "compiled"] > 0 and ran["eager"].sum() == 0, ran
