@@ -23,7 +23,7 @@ from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.tracer_ranks import check_rank_selection, describe_traced_ranks
 
 __all__ = [
-    "FLAG_SETS", "NSYS_LOCK_DIR", "TRACERS", "check_tracer_options", "flag_set_names", "unfiltered_ncu_warning",
+    "FLAG_SETS", "NSYS_LOCK_DIR", "NSYS_LOCK_LINE", "TRACERS", "check_tracer_options", "flag_set_names", "unfiltered_ncu_warning",
     "warn_unfiltered_ncu", "wrapper_launch_line", "wrapper_script",
 ]  # fmt: skip
 
@@ -36,6 +36,9 @@ LOCAL_RANK_CHAIN = LOCAL_RANK_VARS
 # Where nsys keeps the lock of its node-wide session registry when TMPDIR is unset (nsys user
 # guide: temporary files go to /tmp by default); HPCPROF_NSYS_LOCK_DIR in the job moves it.
 NSYS_LOCK_DIR = "/tmp/nvidia"
+# The node's lock folder as nsys itself would pick it: under the job's TMPDIR (where a site sets
+# one), else under /tmp; read before the wrapper gives each rank its own TMPDIR.
+NSYS_LOCK_LINE = 'nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-${TMPDIR:-/tmp}/nvidia}"'
 
 # Each tool: what it is for, the environment it needs, and its traced command line: the program,
 # then the chosen flag set, the capture flags, your extra flags, then its outputs.
@@ -62,8 +65,8 @@ TRACERS: dict[str, dict[str, object]] = {
             "# one folder per rank. But nsys 2022.4 keeps one session registry per node (in",
             "# /dev/shm), locked through $TMPDIR/nvidia: that folder is the node's (nsys's default),",
             "# or ranks that start together lock it apart and can hang ('Agent launcher failed').",
+            NSYS_LOCK_LINE,
             'export TMPDIR="$out/tmp/rank$rank"',
-            f'nsys_lock="${{HPCPROF_NSYS_LOCK_DIR:-{NSYS_LOCK_DIR}}}"',
             'if ! mkdir -p "$nsys_lock" 2>/dev/null || [[ ! -w "$nsys_lock" ]]; then',
             '    nsys_lock="$out/tmp/nvidia"  # the job\'s ranks at least share one',
             "fi",

@@ -328,7 +328,7 @@ def test_the_kits_wrapper_names_one_report_per_rank_after_the_run(wrapped_run):
     tmp = wrapped_run / "traces" / "nsys" / "tmp"
     assert sorted(p.name for p in tmp.iterdir()) == ["rank0", "rank1"]
     locks = {os.readlink(tmp / rank / "nvidia") for rank in ("rank0", "rank1")}
-    assert locks == {NSYS_LOCK_DIR}
+    assert locks == {os.path.join(os.environ.get("TMPDIR") or "/tmp", "nvidia")}  # nsys's own
 
 
 def test_the_capture_range_records_only_the_captured_region(wrapped_run):

@@ -13,7 +13,7 @@ import pytest
 
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.tracer_ranks import traced_ranks
-from hpcprof_kit.tracers import NSYS_LOCK_DIR, wrapper_script
+from hpcprof_kit.tracers import wrapper_script
 
 GOLDEN = Path(__file__).parent / "golden" / "tracers"
 STANDIN = Path(__file__).parent / "standin"
@@ -48,7 +48,8 @@ def test_documented_tool_options_are_present():
     nsys = wrapper_script("nsys", "polaris")
     # each rank's own TMPDIR, whose nvidia/ (where nsys locks its node-wide registry) is the node's
     assert 'export TMPDIR="$out/tmp/rank$rank"' in nsys
-    assert f'nsys_lock="${{HPCPROF_NSYS_LOCK_DIR:-{NSYS_LOCK_DIR}}}"' in nsys
+    assert 'nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-${TMPDIR:-/tmp}/nvidia}"' in nsys
+    assert nsys.index("nsys_lock=") < nsys.index('export TMPDIR="$out/tmp/rank$rank"')
     assert 'ln -sfn "$nsys_lock" "$TMPDIR/nvidia"' in nsys
     assert '-o "$out/${run}_%q{PMI_RANK}" --stats=true' in nsys
     ncu = wrapper_script("ncu", "polaris")

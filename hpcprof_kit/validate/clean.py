@@ -113,10 +113,22 @@ def _cell_problems(i: int, cell: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _starts_a_path(path: str, text: str) -> bool:
+    """``path`` where a path starts (``"/tmp/x"``, ``dir=/tmp/x``), not inside a script's own
+    relative one (``"$out/tmp/rank0"``).
+
+    >>> _starts_a_path("/tmp/", 'run dir /tmp/runs'), _starts_a_path("/tmp/", 'TMPDIR="$out/tmp/r0"')
+    (True, False)
+    """
+    return re.search(r"(?<![\w$}.-])" + re.escape(path), text) is not None
+
+
 def notebook_problems(path: str | os.PathLike[str]) -> list[str]:
     """Every reason this notebook is not clean enough to commit (empty when it is)."""
     text, nb = _read(path)
-    problems = [f"contains the machine path {p!r}" for p in MACHINE_PATHS if p in text]
+    problems = [
+        f"contains the machine path {p!r}" for p in MACHINE_PATHS if _starts_a_path(p, text)
+    ]
     cells = nb.get("cells", [])
     problems += _structure_problems(cells) + _kernel_problems(nb)
     for i, cell in enumerate(cells):

@@ -92,8 +92,8 @@ mkdir -p "$out"
 # one folder per rank. But nsys 2022.4 keeps one session registry per node (in
 # /dev/shm), locked through $TMPDIR/nvidia: that folder is the node's (nsys's default),
 # or ranks that start together lock it apart and can hang ('Agent launcher failed').
+nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-${TMPDIR:-/tmp}/nvidia}"
 export TMPDIR="$out/tmp/rank$rank"
-nsys_lock="${HPCPROF_NSYS_LOCK_DIR:-/tmp/nvidia}"
 if ! mkdir -p "$nsys_lock" 2>/dev/null || [[ ! -w "$nsys_lock" ]]; then
     nsys_lock="$out/tmp/nvidia"  # the job's ranks at least share one
 fi
