@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -87,8 +86,9 @@ def test_twin_generic_pbs_two_rank_job_completes_with_the_record_it_exported(
     script = (Path(job.run_dir) / "job.sh").read_text()
     assert "#PBS -l filesystems" not in script and "#PBS -A" not in script
     assert f"export HPCPROF_SYSTEMS_DIR={records}\n" in script
-    # the twin's qsub got no environment from the submitting shell (no -V)
-    assert [e for e in lake.events("qsub") if e["ok"]]
+    # the job started with PBS's variables only: the record's folder came from the script
+    (started,) = lake.events("job_start")
+    assert "HPCPROF_SYSTEMS_DIR" not in started["env"] and "PBS_JOBID" in started["env"]
     assert list(user_home.iterdir()) == []
 
 
@@ -137,4 +137,33 @@ def test_twin_generic_pbs_refuses_an_alcf_filesystems_request(lake, tmp_path):
         166,
         "qsub: Unknown resource Resource_List.filesystems",
     )
-    assert sys.executable  # the stand-in ran under this interpreter's kit
+
+
+# ---- real Slurm ------------------------------------------------------------------------------
+@pytest.mark.slurm
+def test_site_init_on_real_slurm_then_a_sweep_with_a_failing_variant_and_resume(
+    cluster_env, tmp_path, monkeypatch, isolated_runs, user_home, capsys
+):
+    """The same sweep on real Slurm with the record site init wrote: one array, each variant
+    by its own record; --resume reruns only the failed one; $HOME stays empty."""
+    records = tmp_path / "records"
+    monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
+    assert main(["site", "init", "--scheduler", "slurm", "--name", "slurmlake"]) == 0
+    common = ["sweep", "--system", "slurmlake", "--backend", "slurm", "--ranks-per-node", "1",
+              "--walltime", "00:05:00", "--binding", "none"]  # fmt: skip
+    assert main([*common, "--vary=--code=0,2,0", "--wait", *EXIT_AS_TOLD]) in (0, 1)
+    capsys.readouterr()
+    sweep_dir = next(Path(os.environ["HPCPROF_RUNS_DIR"]).rglob("sweep.json")).parent
+    sweep = Sweep.load(sweep_dir)
+    assert sweep.refresh() == {0: "COMPLETED", 1: "FAILED", 2: "COMPLETED"}
+    first = [e["run_dir"] for e in sweep.record()["variants"]]
+    codes = [RunDir(sweep.path / r).manifest().get("exit_code") for r in first]
+    assert codes == [0, 2, 0]
+
+    assert main(["sweep", "--resume", str(sweep_dir), "--backend", "slurm", "--wait"]) in (0, 1)
+    again = Sweep.load(sweep_dir)
+    rerun = again.record()["variants"]
+    assert [e["run_dir"] for e in rerun][0::2] == first[0::2]  # 0 and 2 kept as they were
+    assert rerun[1]["run_dir"] != first[1] and rerun[1]["earlier_runs"] == [first[1]]
+    assert again.refresh() == {0: "COMPLETED", 1: "FAILED", 2: "COMPLETED"}
+    assert list(user_home.iterdir()) == []
