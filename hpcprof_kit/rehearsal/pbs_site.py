@@ -9,7 +9,7 @@ a real OpenPBS 23.06 server printed, in the same shapes (the reference page's fi
 >>> server = {"name": "lake", "default_queue": "workq", "job_history": False, "cores": 2,
 ...           "queues": {"workq": {"max_nodes": 1, "max_walltime": "00:30:00",
 ...                                "max_queued": 1}}}
->>> print(qstat_queues(server, ["workq"])[0].splitlines()[4])
+>>> print(qstat_queues(server, ["workq"])[0].splitlines()[5])
     max_queued = [u:PBS_GENERIC=1]
 >>> view = record_view(server)
 >>> view.queues["workq"].max_walltime, view.extra["queue_rules"]["workq"]
@@ -45,7 +45,7 @@ def record_view(server: dict[str, Any]) -> SimpleNamespace:
     )  # fmt: skip
 
 
-def _wrap(line: str, width: int = 78) -> str:
+def _wrap(line: str, width: int = 79) -> str:
     """A long ``qstat -f`` line as PBS prints it: the rest on a tab-indented line."""
     return line if len(line) <= width else f"{line[:width]}\n\t{line[width:]}"
 
