@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcprof_kit.rehearsal.twin import TAG, Twin
+from hpcprof_kit.systems import System
 
 LAUNCH_VAR = "HPCPROF_TWIN_LAUNCH"
 # Options that take a value (long and short spellings), and flags.
@@ -131,13 +132,11 @@ def _hosts(launch: Launch) -> list[str]:
     return list(dict.fromkeys(Path(path).read_text().split()))
 
 
-def site_binding(system: str, launch: Launch) -> list[tuple[int, ...]]:
+def site_binding(record: System, launch: Launch) -> list[tuple[int, ...]]:
     """The CPUs each local rank gets on a site node (every CPU when there is no binding)."""
     from hpcprof_kit.affinity import plan_for
     from hpcprof_kit.errors import BindingError
-    from hpcprof_kit.systems import load_system
 
-    record = load_system(system)
     every = tuple(range(record.topology.logical_cpus))
     bind = launch.cpu_bind.strip()
     if not bind or bind == "none":
@@ -163,7 +162,7 @@ def site_binding(system: str, launch: Launch) -> list[tuple[int, ...]]:
     beyond = sorted({c for rank in cpus for c in rank if c >= len(every)})
     if beyond:
         raise LaunchRefused(
-            f"mpiexec: --cpu-bind names CPUs {beyond[:4]} that a {system} node does not have "
+            f"mpiexec: --cpu-bind names CPUs {beyond[:4]} that a {record.name} node does not have "
             f"(0-{len(every) - 1})"
         )
     return cpus[: launch.ppn]
@@ -181,7 +180,7 @@ def mpiexec(twin: Twin, args: list[str]) -> int:
                 f"mpiexec: {launch.ranks} ranks at {launch.ppn} per node need {nodes} nodes; "
                 f"the job has {len(hosts)} ({', '.join(hosts)})"
             )
-        site = site_binding(twin.config["system"], launch)
+        site = site_binding(twin.record(), launch)
     except LaunchRefused as exc:
         print(str(exc), file=sys.stderr)
         twin.log("launch", ok=False, args=args, message=str(exc).splitlines()[0])
@@ -217,7 +216,6 @@ def mpiexec(twin: Twin, args: list[str]) -> int:
 def rank(twin: Twin, command: list[str]) -> int:
     """One rank: PALS's variables, the mapped binding, then the command (exit code logged)."""
     from hpcprof_kit.affinity.cpulist import format_cpus
-    from hpcprof_kit.systems import load_system
 
     plan = json.loads(os.environ.pop(LAUNCH_VAR))
     me = int(os.environ["PMI_RANK"])
@@ -231,7 +229,7 @@ def rank(twin: Twin, command: list[str]) -> int:
     }  # fmt: skip
     if plan["pmi"] == "pmix":
         env.update(PMIX_RANK=me, PMIX_LOCAL_RANK=local, PMIX_LOCAL_SIZE=on_node)
-    record = load_system(twin.config["system"])
+    record = twin.record()
     env.update(
         HPCPROF_SITE_CPUS=format_cpus(plan["site_cpus"][local]),
         HPCPROF_SITE_ONLINE=f"0-{record.topology.logical_cpus - 1}",

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from hpcprof_kit.rehearsal import pbs_site
 from hpcprof_kit.rehearsal.pbs_jobs import (
     DELETED,
     FINISHED,
@@ -37,15 +38,19 @@ from hpcprof_kit.rehearsal.pbs_request import (
     queue_limits,
     walltime_seconds,
 )
-from hpcprof_kit.rehearsal.twin import Twin
-from hpcprof_kit.systems import load_system
+from hpcprof_kit.rehearsal.twin import TAG, Twin
 
 WRAP = 78  # qstat -f wraps a line longer than this onto tab-indented continuation lines
 
 
 # ---- the clients ---------------------------------------------------------------------------
+def server_record(twin: Twin):
+    """What the twin's server enforces: a generic server's own queues, else the record's."""
+    return pbs_site.record_view(twin.server) if twin.server else twin.record()
+
+
 def qsub(twin: Twin, args: list[str]) -> int:
-    record = load_system(twin.config["system"])
+    record = server_record(twin)
     req = JobRequest()
     try:
         rest = parse_options(args, JobRequest())  # the script path comes after the options
@@ -136,7 +141,18 @@ def _attributes(job: dict) -> dict:
 
 
 def qstat(twin: Twin, args: list[str]) -> int:
-    record = load_system(twin.config["system"])
+    record = server_record(twin)
+    if twin.server and ("-Q" in args or "-Qf" in args):
+        names = [a for a in args if not a.startswith("-")]
+        unknown = [n for n in names if n not in twin.server["queues"]]
+        if unknown:
+            print(f"qstat: Unknown queue {unknown[0]}", file=sys.stderr)
+            return 170
+        print("\n".join(pbs_site.qstat_queues(twin.server, names)), end="")
+        return 0
+    if twin.server and ("-B" in args or "-Bf" in args):
+        print(pbs_site.qstat_server(twin.server, twin.hosts[0]), end="")
+        return 0
     if "-Q" in args or "-Qf" in args:
         names = [a for a in args if not a.startswith("-")] or list(record.queues)
         for name in names:
@@ -347,4 +363,20 @@ def pbs_rstat(twin: Twin, args: list[str]) -> int:
               f"reserve_state = RESV_RUNNING\nreserve_duration = {secs}\nqueue = {name}\n"
               f"Resource_List.nodect = {r.get('nodes', 1)}\nResource_List.walltime = "
               f"{r.get('walltime', '01:00:00')}\n")  # fmt: skip
+    return 0
+
+
+def pbsnodes(twin: Twin, args: list[str]) -> int:
+    if not twin.server:
+        print(f"pbsnodes: {TAG} modelled for a generic server only", file=sys.stderr)
+        return 1
+    print(pbs_site.pbsnodes(twin.server, twin.hosts), end="")
+    return 0
+
+
+def qmgr(twin: Twin, args: list[str]) -> int:
+    if not twin.server or args[:2] != ["-c", "p s"]:
+        print(f"qmgr: {TAG} only qmgr -c 'p s' of a generic server is modelled", file=sys.stderr)
+        return 1
+    print(pbs_site.qmgr_print_server(twin.server), end="")
     return 0

@@ -184,6 +184,8 @@ def check_request(twin: Twin, record: System, req: JobRequest) -> None:
     """Refused with PBS's (and ALCF's submit filter's) message where the site would refuse."""
     if record.account_required and not req.account:
         raise Refused("qsub: Account_Name is required to be set.")
+    if req.filesystems and "filesystems" not in getattr(record, "resources", ("filesystems",)):
+        raise Refused("qsub: Unknown resource Resource_List.filesystems")
     if record.default_filesystems and not req.filesystems:
         raise Refused("qsub: Resource: filesystems is required to be set.")
     if not req.walltime:

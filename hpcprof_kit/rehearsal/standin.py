@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     from hpcprof_kit.rehearsal import pbs, pbs_job_start
 
     handlers = {"qsub": pbs.qsub, "qstat": pbs.qstat, "qdel": pbs.qdel,
-                "pbs_rstat": pbs.pbs_rstat, "pbs-run": pbs_job_start.run_job}  # fmt: skip
+                "pbs_rstat": pbs.pbs_rstat, "pbsnodes": pbs.pbsnodes, "qmgr": pbs.qmgr,
+                "pbs-run": pbs_job_start.run_job}  # fmt: skip
     if tool not in handlers:
         print(f"{TAG}: no stand-in named {tool!r}", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ from hpcprof_kit.systems.modules import site_modules
 CONFIG = "twin.json"
 LOG = "log.jsonl"
 # Stand-in programs on the twin's default PATH (login and compute nodes alike).
-CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "mpiexec")
+CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "pbsnodes", "qmgr", "mpiexec")
 DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
 TAG = "[site twin]"  # how every stand-in of the twin names itself in what it prints
 
@@ -47,10 +47,31 @@ class Twin:
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> Twin:
         root = Path(root)
-        config = json.loads((root / CONFIG).read_text())
-        if config.get("systems_dir"):  # the stand-ins read the record the twin was built from
-            os.environ.setdefault("HPCPROF_SYSTEMS_DIR", config["systems_dir"])
-        return cls(root, config)
+        return cls(root, json.loads((root / CONFIG).read_text()))
+
+    def record(self) -> System:
+        """The system record the twin's server enforces. Found in the twin's own records
+        folder, set only while it loads: a stand-in that changed its environment would hand
+        the variable on to the ranks it starts, and a real PBS job inherits no variables."""
+        from hpcprof_kit.systems import load_system
+
+        folder = self.config.get("systems_dir", "")
+        before = os.environ.get("HPCPROF_SYSTEMS_DIR")
+        if folder:
+            os.environ["HPCPROF_SYSTEMS_DIR"] = folder
+        try:
+            return load_system(self.config["system"])
+        finally:
+            if before is None:
+                os.environ.pop("HPCPROF_SYSTEMS_DIR", None)
+            else:
+                os.environ["HPCPROF_SYSTEMS_DIR"] = before
+
+    @property
+    def server(self) -> dict[str, Any] | None:
+        """A generic PBS server's own configuration (``build_generic``); None for a twin of a
+        system record (Aurora, Polaris), whose queues the record gives."""
+        return self.config.get("server")
 
     # ---- places ------------------------------------------------------------------------
     @property
@@ -262,4 +283,63 @@ def build(
         f"export LOADEDMODULES={shlex.quote(':'.join(defaults))}\n"
     )
     twin.log("twin", system=system.name, root=str(root))
+    return twin
+
+
+def build_generic(
+    root: str | os.PathLike[str],
+    name: str,
+    queues: dict[str, dict[str, Any]],
+    *,
+    default_queue: str = "",
+    cores: int = 2,
+    job_history: bool = False,
+    kill_grace_s: float = 10.0,
+) -> Twin:
+    """Build a twin of a small generic PBS cluster under ``root`` (which must not exist yet).
+
+    Unlike ``build``, no system record describes it: the server holds its own ``queues``
+    (``{"workq": {"max_nodes": 1, "max_walltime": "00:30:00", "max_queued": 1}}``; ``max_queued``
+    is the jobs one user may have queued, OpenPBS's ``[u:PBS_GENERIC=N]``), has no custom
+    resource (a ``filesystems`` request is refused as unknown), no account rule, job history
+    off unless ``job_history``, and one node with ``cores`` cores: this machine, on which the
+    real Hydra ``mpiexec`` starts the ranks. Its ``qstat -Qf``, ``pbsnodes -av`` and
+    ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site init`` can write its record.
+    The user's environment (a venv with the kit) lies in the twin's ``HOME``.
+    """
+    import socket
+
+    hydra = find_mpiexec()
+    if hydra is None:
+        raise SpecError("the generic twin starts ranks with Hydra mpiexec, and none is found; "
+                        "'make env' installs it (the mpich wheel)")  # fmt: skip
+    root = Path(root).resolve()
+    root.mkdir(parents=True)
+    home = root / "home"
+    for sub in ("home", "bin", "tools", "pbs/jobs", "tmp"):
+        (root / sub).mkdir(parents=True)
+    kit_venv = home / "venvs" / "hpcprof-kit"
+    kit_venv.parent.mkdir(parents=True)
+    _python_env(kit_venv, with_kit=True)
+    config = {
+        "system": name, "systems_dir": "", "root": str(root), "user": _user(),
+        "kit_python": sys.executable, "hydra": hydra, "site_python": "",
+        "kit_venv": str(kit_venv), "hosts": [socket.gethostname()], "modules": [],
+        "reservations": {}, "job_history": job_history, "kill_grace_s": kill_grace_s,
+        "interactive": None,
+        "server": {"name": name, "default_queue": default_queue or next(iter(queues)),
+                   "queues": queues, "cores": cores, "job_history": job_history,
+                   "resources": []},
+    }  # fmt: skip
+    twin = Twin(root, config)
+    (root / CONFIG).write_text(json.dumps(config, indent=1))
+    for client in CLIENTS:
+        if client != "mpiexec":
+            _write_program(twin.bin / client, twin.standin_argv(client))
+    _write_program(twin.bin / "mpiexec", [hydra])  # the real launcher, not a stand-in
+    (home / ".bash_profile").write_text(
+        "# The twin's login profile: the PBS clients on PATH, as a site's profile puts them.\n"
+        f'export PATH="{twin.bin}:$PATH"\n'
+    )
+    twin.log("twin", system=name, root=str(root), generic=True)
     return twin
