@@ -74,7 +74,7 @@ def test_render_takes_profrank_rankcutoff_and_filesystems(capsys):
 
 def test_submit_takes_the_same_spec_options():
     from hpcprof_kit.cli import build_parser
-    from hpcprof_kit.cli.jobs import _spec
+    from hpcprof_kit.cli.spec_args import _spec
 
     args = build_parser().parse_args(["submit", "--system", "polaris", "--nodes", "2",
                                       "--ranks-per-node", "4", "--tracer", "nsys", "--profrank",

@@ -30,7 +30,7 @@ def reservations_from(items: list[str]) -> dict[str, dict[str, object]]:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from hpcprof_kit.cli.jobs import _spec
+    from hpcprof_kit.cli.spec_args import _spec
     from hpcprof_kit.rehearsal import rehearse
 
     if args.ranks_per_node is None:  # a full node of the system by default
@@ -54,7 +54,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from hpcprof_kit.cli.jobs import _spec_options
+    from hpcprof_kit.cli.spec_args import _spec_options
 
     p = sub.add_parser(
         "rehearse",

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from hpcprof_kit.cli.jobs import NEVER_RUNS_EXIT, _spec, _spec_options, _warnings_as_lines
+from hpcprof_kit.cli.spec_args import NEVER_RUNS_EXIT, _spec, _spec_options, _warnings_as_lines
 from hpcprof_kit.errors import SpecError
 
 
