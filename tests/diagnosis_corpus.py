@@ -179,7 +179,10 @@ def corpus_run(seed: int, problems: int | None = None) -> Run:
     n = int(rng.integers(0, 4)) if problems is None else problems
     kinds = [k for k in KINDS if run.flavour == "cuda" or k not in NOT_ON_XPU]
     everyone, all_steps = list(range(run.ranks)), list(range(run.steps))
-    for kind in rng.choice(kinds, size=n, replace=False):
+    chosen = [str(k) for k in rng.choice(kinds, size=n, replace=False)]
+    fp32 = float(rng.uniform(2.5, 4.0))  # fp32 SIMT GEMMs take this much longer than bf16
+    base_ms = 3 * run.gemms * run.gemm_us / 1e3 * (fp32 if "no_tensor_cores" in chosen else 1)
+    for kind in chosen:
         if kind == "straggler":
             rank = int(rng.integers(0, run.ranks))
             if rng.random() < 0.5:  # persistent
@@ -188,16 +191,17 @@ def corpus_run(seed: int, problems: int | None = None) -> Run:
                 steps = sorted(int(s) for s in rng.choice(all_steps[1:], rng.integers(2, 4), False))
             run.problems.append(Problem(str(kind), [rank], steps, float(rng.uniform(1.3, 2.0))))
             continue
+        share = rng.uniform(0.08, 0.3)  # of the steady step's compute
         size = {
-            "pageable_copy": rng.uniform(16, 128),  # MB copied from pageable memory per step
-            "sync_copy": rng.uniform(16, 128),  # MB copied to the host, blocking it
-            "synchronize_in_step": rng.uniform(2.0, 8.0),  # ms of host work after .item()
-            "data_loading": rng.uniform(4.0, 15.0),  # ms the host waits for the next batch
+            "pageable_copy": share * base_ms * 5.8,  # MB from pageable memory (5.8 MB/ms)
+            "sync_copy": share * base_ms * 6.0,  # MB copied to the host, blocking it
+            "synchronize_in_step": share * base_ms,  # ms of host work after .item()
+            "data_loading": share * base_ms,  # ms the host waits for the next batch
             "launch_bound": rng.integers(200, 500),  # tiny kernels per step
             "allocator_churn": rng.integers(6, 30),  # cudaMalloc/cudaFree pairs per step
-            "no_tensor_cores": rng.uniform(2.5, 4.0),  # fp32 SIMT against bf16 tensor cores
+            "no_tensor_cores": fp32,
             "small_collectives": rng.integers(100, 250),  # all-reduces of 16-256 KB per step
-            "low_bus_bandwidth": rng.uniform(4, 30),  # GB/s bus bandwidth reached
+            "low_bus_bandwidth": rng.uniform(0.02, 0.10),  # share of the link's bus bandwidth
         }[str(kind)]
         run.problems.append(Problem(str(kind), everyone, all_steps, float(size)))
     return run
@@ -218,16 +222,17 @@ class _Trace:
         return float(us * self.rng.uniform(1 - self.j, 1 + self.j))
 
     def host(self, cat: str, name: str, ts: float, dur: float, **args) -> None:
-        self.ext += 1
-        args.setdefault("External id", self.ext)
+        if "External id" not in args:  # a runtime call shares the External id of its op
+            self.ext += 1
+            args["External id"] = self.ext
         self.ev.append({"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": self.pid,
-                        "ts": round(ts, 3), "dur": round(dur, 3), "args": args})  # fmt: skip
+                        "ts": ts, "dur": dur, "args": args})  # fmt: skip
 
     def device(self, cat: str, name: str, ts: float, dur: float, stream: int, **args) -> None:
         args.update({"External id": self.ext, "device": self.dev, "stream": stream,
                      "correlation": self.corr})  # fmt: skip
         self.ev.append({"ph": "X", "cat": cat, "name": name, "pid": self.dev, "tid": stream,
-                        "ts": round(ts, 3), "dur": round(dur, 3), "args": args})  # fmt: skip
+                        "ts": ts, "dur": dur, "args": args})  # fmt: skip
 
 
 COMPUTE, COMM = 7, 20
@@ -238,7 +243,8 @@ def _launch(t: _Trace, h: float, d: float, op: str, kernel: str, us: float, **op
     op_us = t.d(22.0)
     t.host("cpu_op", op, h, op_us, **op_args)
     t.corr += 1
-    t.host(t.f["runtime_cat"], t.f["launch"], h + 4, t.d(8.0), correlation=t.corr)
+    t.host(t.f["runtime_cat"], t.f["launch"], h + 4, t.d(8.0),
+           **{"External id": t.ext, "correlation": t.corr})  # fmt: skip
     start = max(d, h + 12)
     dur = t.d(us)
     t.device("kernel", kernel, start, dur, COMPUTE)
@@ -267,6 +273,9 @@ def _simulate(run: Run) -> list[list[dict]]:
             t.host("cpu_op", LOADER, hr, t.d(loader))
             hr += t.d(loader) + 10
             hr, dr = _batch_copy(t, run, p["pageable_copy"], hr, dr)
+            if p["launch_bound"]:  # per-sample preprocessing op by op: the device waits
+                for _ in range(int(p["launch_bound"].size)):
+                    hr, dr = _launch(t, hr, dr, "aten::mul_", f["tiny"], 4.0)
             hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, run.gemms, p)
             if p["synchronize_in_step"]:
                 hr, dr = _item_then_log(t, hr, dr, p["synchronize_in_step"].size)
@@ -277,17 +286,13 @@ def _simulate(run: Run) -> list[list[dict]]:
         h, d = _collectives(traces, run, h, d, p)
         for r, t in enumerate(traces):
             hr, dr = h[r], d[r]
-            if p["launch_bound"]:
-                for _ in range(int(p["launch_bound"].size)):
-                    hr, dr = _launch(t, hr, dr, "aten::mul_", f["tiny"], 4.0)
-            else:
-                for _ in range(8):
-                    hr, dr = _launch(t, hr, dr, "aten::_foreach_add_", f["elementwise"], 90.0)
+            for _ in range(8):
+                hr, dr = _launch(t, hr, dr, "aten::_foreach_add_", f["elementwise"], 90.0)
             end = max(hr, dr) + 15
             # the step span goes first in the file, as the profiler writes it on exit
             t.ev.insert(0, {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}",
-                            "pid": t.pid, "tid": t.pid, "ts": round(start[r], 3),
-                            "dur": round(end - start[r], 3), "args": {"External id": 0}})  # fmt: skip
+                            "pid": t.pid, "tid": t.pid, "ts": float(start[r]),
+                            "dur": float(end - start[r]), "args": {"External id": 0}})  # fmt: skip
             h[r] = d[r] = end + 5
     return [t.ev for t in traces]
 
@@ -366,7 +371,7 @@ def _collectives(traces: list[_Trace], run: Run, h: np.ndarray, d: np.ndarray, p
         sizes = traces[0].rng.uniform(16e3, 256e3, int(small.size))
     else:
         sizes = np.full(run.buckets, run.bucket_mb * 1e6)
-    gbps = p["low_bus_bandwidth"].size if p["low_bus_bandwidth"] else f["bus_gbps"]
+    gbps = f["bus_gbps"] * (p["low_bus_bandwidth"].size if p["low_bus_bandwidth"] else 1.0)
     for nbytes in sizes:
         arrive = np.empty(n)
         for r, t in enumerate(traces):
