@@ -8,7 +8,7 @@ at least half its steps). A finding of a kind nobody planted is *spurious*, unle
 problem implies it (``IMPLIED``: the device idles while the host loads data, so
 ``device_idle_host_bound`` is true there too); those are counted apart, as *implied*.
 
-    python benchmarks/bench_diagnosis.py                    # seeds 1000-1199, then the real traces
+    python benchmarks/bench_diagnosis.py --jobs 2           # seeds 1000-1199, then the real traces
     python benchmarks/bench_diagnosis.py --first 0 --runs 40   # the seeds the rules were tuned on
 """
 
@@ -53,7 +53,7 @@ def diagnose(path: Path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        df = traces.load(path)
+        df = traces.load(path, workers=1)  # the runs go in parallel, not their files
         b = bd.step_breakdown(df)
         return fnd.find(df, b, bd.rank_steps(b))
 
@@ -71,16 +71,33 @@ def named(problem: dict, found: list[dict]) -> bool:
     return False
 
 
-def score(seeds, root: Path, verbose: bool = False) -> dict:
+def one_run(job: tuple[int, str]) -> tuple[int, list[dict], list[dict]]:
+    """Seed -> (seed, answer key, findings) of one generated run, written under a folder."""
+    seed, root = job
+    run = corpus_run(seed)
+    folder = Path(root) / f"run{seed}"
+    found = diagnose(run.write(folder))
+    shutil.rmtree(folder)
+    keep = ("kind", "ranks", "steps")
+    return seed, run.key(), [{k: f[k] for k in keep} for f in found]
+
+
+def score(seeds, root: Path, verbose: bool = False, jobs: int = 1) -> dict:
     """Planted, found, missed, spurious and implied per kind; findings on clean runs."""
-    t = {k: Counter() for k in (*KINDS, "other")}
+    from hpcprof_kit.traces.findings import FINDING_KINDS
+
+    t = {k: Counter() for k in (*KINDS, *(k for k in FINDING_KINDS if k not in KINDS))}
     clean_runs = clean_findings = planted_runs = 0
     misses, spurious = [], []
-    for seed in seeds:
-        run = corpus_run(seed)
-        found = diagnose(run.write(root / f"run{seed}"))
-        shutil.rmtree(root / f"run{seed}")
-        key = run.key()
+    work = [(seed, str(root)) for seed in seeds]
+    if jobs > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(jobs) as pool:
+            results = pool.map(one_run, work, chunksize=1)
+    else:
+        results = [one_run(w) for w in work]
+    for seed, key, found in results:
         kinds = {p["kind"] for p in key}
         implied = set().union(*(IMPLIED[k] for k in kinds)) if kinds else set()
         if not key:
@@ -98,7 +115,7 @@ def score(seeds, root: Path, verbose: bool = False) -> dict:
             if f["kind"] in kinds and (f["kind"] != "straggler" or any(
                     named(p, [f]) for p in key if p["kind"] == "straggler")):  # fmt: skip
                 continue
-            row = t[f["kind"]] if f["kind"] in t else t["other"]
+            row = t[f["kind"]]
             if f["kind"] in implied:
                 row["implied"] += 1
             else:
@@ -157,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=200, help="generated runs (default 200)")
     ap.add_argument("--no-real", action="store_true", help="skip the real traces")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per run")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     a = ap.parse_args(argv)
     seeds = range(a.first, a.first + a.runs)
     tuned = sorted(set(seeds) & set(TUNED_ON))
@@ -164,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; {len(tuned)} of them were tuned on" if tuned else "; none tuned on"))  # fmt: skip
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        s = score(seeds, Path(tmp), a.verbose)
+        s = score(seeds, Path(tmp), a.verbose, a.jobs)
     print_table(s)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if not a.no_real:
