@@ -134,6 +134,12 @@ def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path):
         assert "no ProfilerStep steps" in found.coverage[kind]
     # the rules that need no steps ran over the whole trace
     assert "pageable_copy" not in found.coverage and "allocator_churn" not in found.coverage
+    from hpcprof_kit.traces.run_report import report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        doc = report(tmp_path).to_dict()
+    assert "no ProfilerStep steps" in doc["rules_not_run"]["straggler"]
 
 
 def test_too_few_steps_is_said_not_guessed(tmp_path):
