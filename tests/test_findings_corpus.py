@@ -117,7 +117,7 @@ def test_the_unseen_eight_rank_run_names_all_three_problems(tmp_path):
     assert "step_variance" not in found  # the straggler explains the slow steps
 
 
-def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path):
+def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path, capsys):
     run = Run(ranks=2, steps=3, seed=5, **{k: v for k, v in SHAPE.items() if k not in (
         "ranks", "steps")})  # fmt: skip
     run.write(tmp_path)
@@ -140,6 +140,12 @@ def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path):
         warnings.simplefilter("ignore")
         doc = report(tmp_path).to_dict()
     assert "no ProfilerStep steps" in doc["rules_not_run"]["straggler"]
+    from hpcprof_kit.cli import main
+
+    assert main(["traces", "report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "not run: straggler: the trace has no ProfilerStep steps" in out
+    assert "none of the rules triggered" not in out
 
 
 def test_too_few_steps_is_said_not_guessed(tmp_path):
