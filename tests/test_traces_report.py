@@ -51,7 +51,10 @@ def test_the_cli_finds_exactly_the_three_planted_problems_with_the_right_ranks(r
     assert main(["traces", "report", str(runs["three"]), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     found = {f["kind"]: f for f in doc["findings"]}
-    assert sorted(found) == ["device_idle_host_bound", "exposed_communication", "straggler"]
+    assert sorted(found) == [
+        "data_loading", "device_idle_host_bound", "exposed_communication", "straggler"
+    ]  # fmt: skip
+    assert found["data_loading"]["ranks"] == [2]  # the device idle is the DataLoader's
     assert found["straggler"]["ranks"] == [5]
     assert found["device_idle_host_bound"]["ranks"] == [2]
     assert found["exposed_communication"]["ranks"] == list(range(8))
@@ -102,7 +105,7 @@ def test_noise_of_three_percent_is_no_straggler(runs):
         ("straggler", {"straggler": [5]}),
         ("exposed", {"exposed_communication": list(range(8))}),
         # a rank that loads data while its device idles is also the one the others wait for
-        ("host_gap", {"straggler": [2], "device_idle_host_bound": [2]}),
+        ("host_gap", {"straggler": [2], "device_idle_host_bound": [2], "data_loading": [2]}),
         ("warmup", {"no_warmup": list(range(8))}),
         ("variance", {"step_variance": list(range(8))}),
     ],
@@ -166,7 +169,8 @@ def test_the_xpu_sample_gets_kernels_and_launches(shared_traces):
     assert len(k["top_kernels"]) > 0 and k["launches"]["launches"].iloc[0] > 0
     by = k["launched_by"]
     assert (by["op"] != "(no op found)").any()
-    assert {"device_idle_host_bound", "short_kernels"} <= set(kinds(rep))
+    # its short kernels are many but not the kernel time (the GEMMs are): no short_kernels
+    assert "device_idle_host_bound" in kinds(rep) and "short_kernels" not in kinds(rep)
     assert len(rep.panes["memory"].tables["peaks"]) > 0
 
 

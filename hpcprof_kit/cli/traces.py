@@ -253,8 +253,11 @@ def print_findings(rep) -> None:
         f"{len(run['ranks'])} rank(s) of world size {run['world_size'] or '?'}, {run['kind']} "
         f"trace, steps {run['steps']}, {run['events']:,} events"
     )
+    not_run = getattr(rep.findings, "coverage", {})  # rules that could not run, and why
     if not rep.findings:
-        print("no finding: none of the rules triggered on this run")
+        print("no finding: none of the rules " + ("that ran " if not_run else "") + "triggered")
+    for kind, why in not_run.items():
+        print(f"  not run: {kind}: {why}")
     for f in rep.findings:
         print(f"\n[{f['kind']}] ranks {f['ranks']}: {f['summary']}")
         print(f"  value {f['value']} {f['unit']} (threshold {f['threshold']})")

@@ -86,6 +86,7 @@ class Report:
         return {
             "run": self.run,
             "findings": self.findings,
+            "rules_not_run": dict(getattr(self.findings, "coverage", {})),  # kind -> why
             "panes": {
                 name: {
                     "title": pane.title,

@@ -1,0 +1,194 @@
+"""How often the diagnosis is right: recall and false alarms per kind over generated problem
+runs (``tests/diagnosis_corpus.py``) the rules were not tuned on, plus the findings on every
+real third-party trace the project holds (``../shared/traces``), to be read against the
+trace.
+
+A planted problem is *found* when a finding of its kind names it (a straggler: its rank, and
+at least half its steps). A finding of a kind nobody planted is *spurious*, unless a planted
+problem implies it (``IMPLIED``: the device idles while the host loads data, so
+``device_idle_host_bound`` is true there too); those are counted apart, as *implied*.
+
+    python benchmarks/bench_diagnosis.py --jobs 2           # seeds 1000-1199, then the real traces
+    python benchmarks/bench_diagnosis.py --first 0 --runs 40   # the seeds the rules were tuned on
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from diagnosis_corpus import KINDS, corpus_run  # noqa: E402
+
+TUNED_ON = range(0, 100)  # seeds looked at while the rules were written
+IMPLIED = {
+    "data_loading": {"device_idle_host_bound"},
+    "synchronize_in_step": {"device_idle_host_bound"},
+    "launch_bound": {"device_idle_host_bound", "short_kernels"},
+    "allocator_churn": {"device_idle_host_bound"},
+    "sync_copy": {"device_idle_host_bound"},
+    "pageable_copy": {"device_idle_host_bound"},
+    "small_collectives": {"exposed_communication", "device_idle_host_bound"},
+    "low_bus_bandwidth": {"exposed_communication"},
+    "no_tensor_cores": set(),
+    "straggler": set(),
+}
+SHARED = HERE.parent.parent / "shared" / "traces"
+
+
+def diagnose(path: Path):
+    """The findings of the run at ``path`` (the report's own call)."""
+    from hpcprof_kit import traces
+    from hpcprof_kit.traces import breakdown as bd
+    from hpcprof_kit.traces import findings as fnd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(path, workers=1)  # the runs go in parallel, not their files
+        b = bd.step_breakdown(df)
+        return fnd.find(df, b, bd.rank_steps(b))
+
+
+def named(problem: dict, found: list[dict]) -> bool:
+    """Whether a finding names the planted ``problem``."""
+    for f in found:
+        if f["kind"] != problem["kind"]:
+            continue
+        if problem["kind"] != "straggler":
+            return True
+        steps = set(problem["steps"])
+        if f["ranks"] == problem["ranks"] and len(steps & set(f["steps"])) * 2 >= len(steps):
+            return True
+    return False
+
+
+def one_run(job: tuple[int, str]) -> tuple[int, list[dict], list[dict]]:
+    """Seed -> (seed, answer key, findings) of one generated run, written under a folder."""
+    seed, root = job
+    run = corpus_run(seed)
+    folder = Path(root) / f"run{seed}"
+    found = diagnose(run.write(folder))
+    shutil.rmtree(folder)
+    keep = ("kind", "ranks", "steps")
+    return seed, run.key(), [{k: f[k] for k in keep} for f in found]
+
+
+def score(seeds, root: Path, verbose: bool = False, jobs: int = 1) -> dict:
+    """Planted, found, missed, spurious and implied per kind; findings on clean runs."""
+    from hpcprof_kit.traces.findings import FINDING_KINDS
+
+    t = {k: Counter() for k in (*KINDS, *(k for k in FINDING_KINDS if k not in KINDS))}
+    clean_runs = clean_findings = planted_runs = 0
+    misses, spurious = [], []
+    work = [(seed, str(root)) for seed in seeds]
+    if jobs > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(jobs) as pool:
+            results = pool.map(one_run, work, chunksize=1)
+    else:
+        results = [one_run(w) for w in work]
+    for seed, key, found in results:
+        kinds = {p["kind"] for p in key}
+        implied = set().union(*(IMPLIED[k] for k in kinds)) if kinds else set()
+        if not key:
+            clean_runs += 1
+            clean_findings += len(found)
+        else:
+            planted_runs += 1
+        for p in key:
+            t[p["kind"]]["planted"] += 1
+            hit = named(p, found)
+            t[p["kind"]]["found" if hit else "missed"] += 1
+            if not hit:
+                misses.append((seed, p["kind"], p["ranks"][:3], p["steps"]))
+        for f in found:
+            if f["kind"] in kinds and (f["kind"] != "straggler" or any(
+                    named(p, [f]) for p in key if p["kind"] == "straggler")):  # fmt: skip
+                continue
+            row = t[f["kind"]]
+            if f["kind"] in implied:
+                row["implied"] += 1
+            else:
+                row["spurious"] += 1
+                spurious.append((seed, f["kind"], f["ranks"][:4], sorted(kinds)))
+        if verbose:
+            print(seed, sorted(kinds), [f["kind"] for f in found], flush=True)
+    return {"table": t, "clean_runs": clean_runs, "clean_findings": clean_findings,
+            "planted_runs": planted_runs, "misses": misses, "spurious": spurious}  # fmt: skip
+
+
+def print_table(s: dict) -> None:
+    print(f"{'kind':<24}{'planted':>8}{'found':>7}{'missed':>7}{'recall':>8}{'spurious':>9}"
+          f"{'implied':>8}")  # fmt: skip
+    total_spurious = 0
+    for kind, row in s["table"].items():
+        if not sum(row.values()):
+            continue
+        recall = f"{100 * row['found'] / row['planted']:.0f} %" if row["planted"] else "-"
+        total_spurious += row["spurious"]
+        print(f"{kind:<24}{row['planted']:>8}{row['found']:>7}{row['missed']:>7}{recall:>8}"
+              f"{row['spurious']:>9}{row['implied']:>8}")  # fmt: skip
+    print(f"clean runs: {s['clean_runs']}, findings on them: {s['clean_findings']}")
+    print(f"runs with problems: {s['planted_runs']}, spurious findings: {total_spurious} "
+          f"({20 * total_spurious / max(1, s['planted_runs']):.2f} per 20 runs; goal: 1 or less)")  # fmt: skip
+    for m in s["misses"]:
+        print("  missed:", m)
+    for m in s["spurious"]:
+        print("  spurious:", m)
+
+
+def real_traces() -> None:
+    """Each real trace's findings, and the rules that could not run, to read against it."""
+    files = sorted(p for p in SHARED.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    if not files:
+        print(f"\nno real traces at {SHARED.name}/: skipped")
+        return
+    print(f"\nreal traces ({len(files)}):")
+    for path in files:
+        try:
+            found = diagnose(path)
+        except Exception as exc:  # a trace the kit refuses says why, and the others go on
+            print(f"  {path.relative_to(SHARED)}: refused: {exc}")
+            continue
+        kinds = [f"{f['kind']} ({f['value']:g} {f['unit']})" for f in found] or ["none"]
+        print(f"  {path.relative_to(SHARED)}: {'; '.join(kinds)}")
+        for note in found.notes:
+            print(f"      note: {note}")
+        for kind, why in sorted(found.coverage.items()):
+            print(f"      {kind}: {why}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--first", type=int, default=1000, help="first seed (default 1000)")
+    ap.add_argument("--runs", type=int, default=200, help="generated runs (default 200)")
+    ap.add_argument("--no-real", action="store_true", help="skip the real traces")
+    ap.add_argument("-v", "--verbose", action="store_true", help="one line per run")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    a = ap.parse_args(argv)
+    seeds = range(a.first, a.first + a.runs)
+    tuned = sorted(set(seeds) & set(TUNED_ON))
+    print(f"seeds {seeds.start}-{seeds.stop - 1} ({a.runs} runs)"
+          + (f"; {len(tuned)} of them were tuned on" if tuned else "; none tuned on"))  # fmt: skip
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        s = score(seeds, Path(tmp), a.verbose, a.jobs)
+    print_table(s)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    if not a.no_real:
+        real_traces()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

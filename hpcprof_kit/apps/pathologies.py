@@ -1,0 +1,160 @@
+"""A small DDP training loop that really has the problems you ask for, to see what the run
+report says about each (``traces report``)::
+
+    mpiexec -n 2 python -m hpcprof_kit.apps.pathologies --problem data_loading,straggler \\
+        --profile --prof-wait 0 --prof-warmup 1 --prof-active 6
+
+Problems (``--problem``, comma-separated), each made by real work, not by editing a trace:
+
+- ``data_loading``: the DataLoader's collate takes ``--loader-ms`` per batch (slow I/O), with
+  the training waiting for it (``num_workers=0``);
+- ``straggler``: rank ``--slow-rank`` computes ``--slow-ms`` more in steps ``--slow-steps``
+  only (an intermittent straggler; the others wait in the all-reduce);
+- ``synchronize_in_step``: ``loss.item()`` between forward and backward, then ``--log-ms``
+  of host-side work (the device waits on a GPU);
+- ``launch_bound``: ``--tiny-ops`` tiny in-place ops a step, one launch each;
+- ``allocator_churn``: a large buffer allocated and freed each step, with
+  ``empty_cache()`` on a GPU (the caching allocator bypassed).
+
+On the CPU only ``data_loading`` and ``straggler`` can be seen: the others need device
+events, and the report lists them as not applicable there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from hpcprof_kit.apps._common import (
+    add_common_args,
+    add_profiling_args,
+    flush_print,
+    rank_profiler,
+    run_main,
+)
+from hpcprof_kit.errors import SpecError
+
+PROBLEMS = ("data_loading", "straggler", "synchronize_in_step", "launch_bound",
+            "allocator_churn")  # fmt: skip
+
+try:
+    from hpcprof_kit.profiling.ranges import record_function
+except ImportError:  # the profiling room is optional for the apps: the ranges go unnamed
+    import contextlib
+
+    def record_function(name: str):
+        return contextlib.nullcontext()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The app's flags (see ``python -m hpcprof_kit.apps.pathologies --help``)."""
+    p = argparse.ArgumentParser(prog="python -m hpcprof_kit.apps.pathologies",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("--problem", default="", help=f"comma-separated, of {', '.join(PROBLEMS)}")
+    p.add_argument("--steps", type=int, default=8, help="training steps")
+    p.add_argument("--work-ms", type=float, default=20.0, help="each step's compute, ms")
+    p.add_argument("--loader-ms", type=float, default=15.0, help="data_loading: ms per batch")
+    p.add_argument("--slow-rank", type=int, default=None, help="straggler: rank (default last)")
+    p.add_argument("--slow-steps", default="3,5", help="straggler: steps (from 0)")
+    p.add_argument("--slow-ms", type=float, default=15.0, help="straggler: extra compute, ms")
+    p.add_argument("--log-ms", type=float, default=8.0, help="synchronize_in_step: host ms")
+    p.add_argument("--tiny-ops", type=int, default=300, help="launch_bound: tiny ops a step")
+    add_common_args(p)
+    add_profiling_args(p)
+    return p
+
+
+def problems(text: str) -> set[str]:
+    """The ``--problem`` list, checked.
+
+    >>> sorted(problems("straggler,data_loading"))
+    ['data_loading', 'straggler']
+    """
+    asked = {p.strip() for p in text.split(",") if p.strip()}
+    unknown = sorted(asked - set(PROBLEMS))
+    if unknown:
+        raise SpecError(f"--problem {text!r}: {', '.join(unknown)} is not a problem this app "
+                        f"makes; pick from {', '.join(PROBLEMS)}")  # fmt: skip
+    return asked
+
+
+def compute(ms: float, a, b) -> None:
+    """Real matrix work for ``ms`` milliseconds (how long, not how much: steady on any host)."""
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        a @ b
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train ``--steps`` steps with the problems asked for; 0 on success."""
+    return run_main(_train, argv)
+
+
+def _train(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    asked = problems(args.problem)
+    if args.steps < 1:
+        raise SpecError(f"--steps {args.steps}: at least 1 step; use --steps 8")
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hpcprof_kit.dist import distributed
+
+    slow_steps = {int(s) for s in args.slow_steps.split(",") if s.strip()}
+
+    def collate(batch):
+        if "data_loading" in asked:
+            time.sleep(args.loader_ms / 1e3)  # the batch's files, read slowly
+        return torch.stack([b[0] for b in batch]), torch.stack([b[1] for b in batch])
+
+    with distributed(backend=args.backend, timeout_s=args.timeout_s, device=args.device) as info:
+        flush_print(info.banner())
+        torch.manual_seed(args.seed)
+        dev = torch.device(info.device)
+        slow_rank = info.world_size - 1 if args.slow_rank is None else args.slow_rank
+        data = TensorDataset(torch.rand(args.steps * 16, 256), torch.rand(args.steps * 16, 256))
+        loader = DataLoader(data, batch_size=16, collate_fn=collate, num_workers=0)
+        model = DDP(torch.nn.Linear(256, 256).to(dev))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        a, b = torch.rand(128, 128, device=dev), torch.rand(128, 128, device=dev)
+        with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
+            for step, (x, y) in enumerate(loader):
+                x, y = x.to(dev), y.to(dev)
+                with record_function("forward"):
+                    compute(args.work_ms / 2, a, b)
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                if "synchronize_in_step" in asked:
+                    value = loss.item()  # waits for the device
+                    with record_function("log_metrics"):
+                        compute(args.log_ms, a, b)  # host-side work with the value
+                    del value
+                if "straggler" in asked and info.rank == slow_rank and step in slow_steps:
+                    with record_function("slow_rank_extra_work"):
+                        compute(args.slow_ms, a, b)
+                if "launch_bound" in asked:
+                    t = torch.ones(8, device=dev)
+                    for _ in range(args.tiny_ops):
+                        t.mul_(1.0001)  # one tiny kernel per op
+                if "allocator_churn" in asked:
+                    buf = torch.empty(64 << 20, dtype=torch.uint8, device=dev)
+                    del buf
+                    if dev.type == "cuda":
+                        torch.cuda.empty_cache()  # the next allocation calls cudaMalloc
+                    elif dev.type == "xpu":
+                        torch.xpu.empty_cache()
+                with record_function("backward"):
+                    compute(args.work_ms / 2, a, b)
+                    opt.zero_grad()
+                    loss.backward()  # DDP all-reduces the gradients here
+                opt.step()
+                prof.step()
+        if info.rank == 0:
+            flush_print(
+                f"pathologies: {args.steps} steps with {', '.join(sorted(asked)) or 'none'}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

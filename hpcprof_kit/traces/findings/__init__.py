@@ -1,0 +1,159 @@
+"""Findings: what looks wrong with a run, the number that says so, the events behind it, the
+estimated gain if fixed, and what to try. Every rule is deterministic and reads one prepared
+view of the run (:class:`~hpcprof_kit.traces.findings.base.RunView`: the step breakdown, the
+straggler table, the per-rank-and-step :func:`signals`), so the same trace always gives the
+same findings, and a report of per-rank summaries finds what a report of the table finds.
+
+One module per rule family, each rule one function registered with its kind, definition,
+threshold, noise test and advice (:data:`RULES`): ``ranks`` (straggler, one rank traced),
+``steps`` (warmup, variance), ``comm`` (exposed, small, slow collectives), ``host`` (device
+idle, DataLoader, syncs, launches, short kernels), ``copies`` (pageable, blocking),
+``alloc`` (allocator churn), ``kernels`` (tensor cores, graph breaks). To add a rule: write
+its function in the family's module with ``@rule(...)`` and add its kind to
+``FINDING_KINDS``.
+
+A rule fires only when its effect beats the run's own spread (step to step, rank to rank).
+A rule that cannot run says why in :attr:`Findings.coverage` (no steps, too few steps, no
+device, no message sizes): it is never counted as "nothing found".
+
+A finding is a dict: ``kind``, ``ranks``, ``steps``, ``value``, ``threshold``, ``unit``,
+``summary`` (one sentence), ``evidence`` (the events and numbers behind it), ``advice`` and,
+where it can be estimated, ``gain_ms_per_step``.
+
+>>> FINDING_KINDS[:3]
+('straggler', 'exposed_communication', 'device_idle_host_bound')
+>>> sorted(RULES) == sorted(FINDING_KINDS)
+True
+
+The vocabulary (generated from the registry):
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
+from . import steps as _steps  # noqa: F401
+from .base import RULES, Rule, RunView, needs_met, stepped
+from .names import COMPILED_REGION, SYNC_NAMES
+from .ranks import slower_names, slower_than_others, world_size
+from .signals import SHORT_KERNEL_NS, SIGNAL_COLUMNS, kernel_rows, signals, sync_gaps
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+FINDING_KINDS = (
+    "straggler",
+    "exposed_communication",
+    "device_idle_host_bound",
+    "short_kernels",
+    "synchronize_in_step",
+    "graph_breaks",
+    "no_warmup",
+    "one_rank_only",
+    "step_variance",
+    "pageable_copy",
+    "sync_copy",
+    "data_loading",
+    "launch_bound",
+    "allocator_churn",
+    "no_tensor_cores",
+    "small_collectives",
+    "low_bus_bandwidth",
+)
+THRESHOLDS = {k: RULES[k].threshold for k in FINDING_KINDS}
+# The order rules run in: later ones read earlier findings (step_variance sets aside the
+# steps a straggler explains and the warmup step).
+RUN_ORDER = (*(k for k in FINDING_KINDS if k != "step_variance"), "step_variance")
+
+
+class Findings(list):
+    """The findings of a run (a list of dicts, in ``FINDING_KINDS`` order) with
+    ``coverage``: kind -> why that rule did not run or does not apply, and ``notes`` on the
+    run (no steps, a truncated last step)."""
+
+    coverage: dict[str, str]
+    notes: list[str]
+
+
+def vocabulary() -> str:
+    """The vocabulary as text: each kind, what it measures, its threshold and noise test."""
+    lines = []
+    for kind in FINDING_KINDS:
+        r = RULES[kind]
+        lines.append(f"- ``{kind}`` ({r.threshold:g} {r.unit}): {r.definition}. "
+                     f"Noise: {r.noise}.")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+__doc__ = (__doc__ or "") + vocabulary()
+
+
+def find(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame, meta: dict | None = None
+         ) -> Findings:  # fmt: skip
+    """Every finding of a run, in ``FINDING_KINDS`` order.
+
+    ``b`` is ``step_breakdown(df)``, ``steps`` is ``rank_steps(b)`` and ``meta`` the per-rank
+    metadata (``df.attrs["ranks"]``, the default).
+
+    >>> from hpcprof_kit import traces                                      # doctest: +SKIP
+    >>> df = traces.load("runs/x/traces")                                   # doctest: +SKIP
+    >>> b = traces.step_breakdown(df)                                       # doctest: +SKIP
+    >>> [f["kind"] for f in find(df, b, traces.rank_steps(b))]              # doctest: +SKIP
+    """
+    meta = df.attrs.get("ranks", {}) if meta is None else meta
+    gaps = sync_gaps(df)
+    return find_in(b, steps, signals(df, gaps, meta), meta, df, gaps=gaps)
+
+
+def find_in(
+    b: pd.DataFrame,
+    steps: pd.DataFrame,
+    sig: pd.DataFrame,
+    meta: dict,
+    df: pd.DataFrame | None = None,
+    slower: Callable[[int], list[dict]] | None = None,
+    gaps: pd.DataFrame | None = None,
+) -> Findings:
+    """The findings from a run's breakdown, ``rank_steps``, :func:`signals` and per-rank
+    metadata: what a run summary holds. ``df``, the trace table when there is one, adds
+    evidence (the host ops during device idle); ``gaps`` (:func:`sync_gaps` of ``df``) names
+    the sync calls; ``slower(rank)`` stands in for the straggler's slower kernels when there
+    is no table."""
+    view = RunView(b, steps, sig, meta, df, gaps, slower)
+    out = Findings()
+    out.coverage, out.notes = view.coverage, []
+    if len(b) == 0:
+        out.notes.append("the trace has no events to measure steps with")
+        return out
+    if not view.stepped:
+        out.notes.append(
+            "the trace has no ProfilerStep steps: the rules that need no steps ran over the "
+            "whole trace; the step rules could not run"
+        )
+    for rank, step in sorted(view.truncated):
+        out.notes.append(
+            f"rank {rank}'s last step ({step}) is cut short by the end of the recording: set aside"
+        )
+    for kind in RUN_ORDER:
+        r: Rule = RULES[kind]
+        why = needs_met(r, view)
+        if why is not None:
+            view.coverage[kind] = why
+            continue
+        view.found[kind] = r.check(view)
+    idle = view.found.get("device_idle_host_bound", [])
+    causes = [k for k in host.HOST_SIDE if view.found.get(k)]
+    for f in idle:
+        f["evidence"]["explained_by"] = causes
+    found = [f for k in FINDING_KINDS for f in view.found.get(k, [])]
+    out.extend(found)
+    return out
+
+
+__all__ = ["COMPILED_REGION", "FINDING_KINDS", "RULES", "SHORT_KERNEL_NS", "SIGNAL_COLUMNS",
+           "SYNC_NAMES", "THRESHOLDS", "Findings", "find", "find_in", "kernel_rows", "signals",
+           "slower_names", "slower_than_others", "stepped", "sync_gaps", "vocabulary",
+           "world_size"]  # fmt: skip

@@ -1,0 +1,225 @@
+"""Rules on the host feeding the device: the device idle while the host works, waiting for
+the DataLoader, syncs inside the step, launches that pace tiny kernels, and short kernels.
+
+>>> RULES["launch_bound"].unit
+'% of step'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hpcprof_kit.traces.breakdown import bare, text_test
+
+from .base import RULES, RunView, finding, pct, rule, share_rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+HOST_SIDE = ("data_loading", "synchronize_in_step", "launch_bound", "allocator_churn",
+             "sync_copy", "pageable_copy")  # fmt: skip
+
+
+@rule(
+    "device_idle_host_bound",
+    definition="the device does nothing while the host works or nothing runs (``host`` + "
+    "``idle`` parts of the step, median, % of wall)",
+    threshold=10.0,
+    unit="% of step",
+    noise="a median over the rank's steps",
+    advice="Feed the device: DataLoader(num_workers>0, pin_memory=True, persistent_workers), "
+    "non_blocking copies, prefetching; a launch-bound loop gains from torch.compile or "
+    "CUDA/XPU graphs and a larger batch.",
+    needs=("device",),
+)
+def device_idle_host_bound(view: RunView) -> list[dict]:
+    b = view.rows[view.rows["kind"] == "device"]
+    if b.empty:
+        return []
+    wall = b["wall_ns"].to_numpy(dtype=float)
+    share = pct(b["host_ns"].to_numpy(dtype=float) + b["idle_ns"].to_numpy(dtype=float), wall)
+    per = b.assign(share=share).groupby("rank")["share"].median()
+    hot = per[per >= RULES["device_idle_host_bound"].threshold]
+    if hot.empty:
+        return []
+    rows = b[b["rank"].isin(hot.index)]
+    evidence = {
+        "device_idle_share_pct_by_rank": {int(r): round(float(v), 2) for r, v in hot.items()},
+        "other_ranks_median_pct": round(float(per.drop(index=hot.index).median()), 2)
+        if len(per) > len(hot)
+        else None,
+        "host_ops_during_idle": host_ops_in_steps(view.df, rows) if view.df is not None else None,
+    }
+    value = float(hot.max())
+    return [
+        finding(
+            "device_idle_host_bound", hot.index, [s for s in rows["step"].unique() if s >= 0],
+            value,
+            f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
+            f"{value:.1f} % of the step while the host works or waits",
+            evidence, gain_ms=value / 100 * view.wall_ms(),
+        )
+    ]  # fmt: skip
+
+
+def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> list[dict]:
+    """The longest host ops (``cpu_op``, not nested in another) of ``rows``' ranks and steps,
+    with their total time: what the host did while the device waited."""
+    df = bare(df)
+    ops = df[
+        text_test(df["cat"], lambda s: s.isin(("cpu_op", "user_annotation", "python_function")))
+        & ~text_test(df["name"], lambda s: s.str.startswith("ProfilerStep#"))
+        & (df["device"].to_numpy() < 0)
+    ]
+    ops = ops[ops["rank"].isin(rows["rank"].unique()) & ops["step"].isin(rows["step"].unique())]
+    if ops.empty:
+        return []
+    total = ops.groupby(ops["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False)
+    return [{"name": n, "total_ms": round(float(v) / 1e6, 3)} for n, v in total.head(top).items()]
+
+
+@rule(
+    "data_loading",
+    definition="the device idles while the host waits for the DataLoader (its ``__next__``): "
+    "that idle time, median over the rank's steps, % of wall (a CPU-only run: the time in "
+    "the DataLoader)",
+    threshold=5.0,
+    unit="% of step",
+    noise="its ms per step beat 3 x the run's step-to-step spread",
+    advice="Load ahead of the device: DataLoader(num_workers=4 or more, pin_memory=True, "
+    "persistent_workers=True, prefetch_factor=2); move decoding and augmentation to the "
+    "workers or the device; check the file system the data is read from.",
+    needs=("sig:loader_idle_ns",),
+)
+def data_loading(view: RunView) -> list[dict]:
+    hit = share_rule(view, "data_loading", "loader_idle_ns")
+    if hit is None:
+        return []
+    value, effect, ranks, steps = hit
+    evidence = {
+        "device_idle_while_loading_ms_per_step": round(effect, 3),
+        "loader_ms_per_step": round(float(view.per_step("loader_ns").median()) / 1e6, 3),
+    }
+    return [
+        finding(
+            "data_loading", ranks, steps, value,
+            f"the {'device' if view.on_device else 'training'} waits {effect:.1f} ms a step "
+            f"({value:.1f} %) for the host to fetch the next batch from the DataLoader",
+            evidence, gain_ms=effect,
+        )
+    ]  # fmt: skip
+
+
+@rule(
+    "synchronize_in_step",
+    definition="device idle after host calls that wait for it inside steps (device syncs, "
+    "``.item()``, queue waits) while it still had work, until the host launches again "
+    "(median, % of wall)",
+    threshold=5.0,
+    unit="% of step",
+    noise="a call on a device already drained is not counted; its ms per step beat 3 x the "
+    "run's step-to-step spread",
+    advice="Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step, or "
+    "do them every N steps; keep metrics on the device.",
+    needs=("steps", "device", "sig:sync_idle_ns"),
+)
+def synchronize_in_step(view: RunView) -> list[dict]:
+    calls = view.per_step("sync_calls")
+    if not calls.any():
+        return []
+    share = view.share("sync_idle_ns")[calls > 0].dropna()
+    if share.empty:
+        return []
+    value = float(share.groupby(level="step").median().median())
+    effect = float(view.per_step("sync_idle_ns")[calls > 0].median()) / 1e6
+    if value < RULES["synchronize_in_step"].threshold or not view.beats_noise(effect):
+        return []
+    evidence: dict[str, Any] = {
+        "sync_calls": int(calls.sum()),
+        "device_idle_after_ms": round(float(view.per_step("sync_idle_ns").sum()) / 1e6, 3),
+    }
+    gaps = view.gaps
+    if gaps is not None and len(gaps):
+        names = gaps.groupby("name")[["dur_ns", "idle_after_ns"]].agg(["count", "sum"])
+        names = names.sort_values(("idle_after_ns", "sum"), ascending=False).head(3)
+        evidence["calls"] = {
+            str(n): {
+                "calls": int(r[("dur_ns", "count")]),
+                "host_wait_ms": round(float(r[("dur_ns", "sum")]) / 1e6, 3),
+            }
+            for n, r in names.iterrows()
+        }
+    return [
+        finding(
+            "synchronize_in_step", share.index.get_level_values("rank"),
+            [s for s in share.index.get_level_values("step") if s >= 0], value,
+            f"after synchronisation calls inside the step the device sits idle for {value:.1f} "
+            "% of the step (median) until the host launches again",
+            evidence, gain_ms=effect,
+        )
+    ]  # fmt: skip
+
+
+@rule(
+    "launch_bound",
+    definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
+    "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall",
+    threshold=5.0,
+    unit="% of step",
+    noise="its ms per step beat 3 x the run's step-to-step spread; 20 tiny kernels or more",
+    advice="Fewer, larger kernels: torch.compile (fusion), CUDA/XPU graphs "
+    "(torch.cuda.graphs, mode='reduce-overhead'), foreach/fused optimizers "
+    "(torch.optim.AdamW(fused=True)), a larger batch.",
+    needs=("device", "sig:launch_idle_ns"),
+)
+def launch_bound(view: RunView) -> list[dict]:
+    if float(view.per_step("tiny_kernels").median()) < 20:
+        return []
+    hit = share_rule(view, "launch_bound", "launch_idle_ns")
+    if hit is None:
+        return []
+    value, effect, ranks, steps = hit
+    evidence = {
+        "tiny_kernels_per_step": int(view.per_step("tiny_kernels").median()),
+        "device_idle_between_them_ms_per_step": round(effect, 3),
+    }
+    return [
+        finding(
+            "launch_bound", ranks, steps, value,
+            f"{evidence['tiny_kernels_per_step']} tiny kernels a step leave the device idle "
+            f"{effect:.1f} ms ({value:.1f} %) between them, waiting for their launches",
+            evidence, gain_ms=effect,
+        )
+    ]  # fmt: skip
+
+
+@rule(
+    "short_kernels",
+    definition="time in kernels shorter than 10 µs, % of all compute-kernel time; counted "
+    "only when 20 or more and their time is 1 % of the steps or more",
+    threshold=50.0,
+    unit="% of kernel time",
+    noise="by time, not count: a thousand 3 µs kernels in a second-long run are not a finding",
+    advice="Fuse small kernels (torch.compile), use a larger batch, or capture the step with "
+    "CUDA/XPU graphs so launches stop dominating.",
+    needs=("device", "sig:kernel_ns"),
+)
+def short_kernels(view: RunView) -> list[dict]:
+    sig = view.sig
+    kernels, short = int(sig["kernels"].sum()), int(sig["short_kernels"].sum())
+    short_ns, kernel_ns = float(sig["short_ns"].sum()), float(sig["kernel_ns"].sum())
+    wall = float(view.rows["wall_ns"].sum())
+    if short < 20 or kernel_ns <= 0 or wall <= 0 or short_ns < 0.01 * wall:
+        return []
+    value = 100.0 * short_ns / kernel_ns
+    if value < RULES["short_kernels"].threshold:
+        return []
+    return [
+        finding(
+            "short_kernels", sorted(sig.loc[sig["kernels"] > 0, "rank"].unique()), [], value,
+            f"{value:.0f} % of the kernel time is in {short} kernels under 10 µs "
+            f"(of {kernels})",
+            {"kernels": kernels, "short": short, "short_total_ms": round(short_ns / 1e6, 3)},
+            gain_ms=None,
+        )
+    ]  # fmt: skip
