@@ -106,6 +106,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def queue_warnings_said_afresh():
+    """The kit says each queue warning once per process; each test starts as a new process would,
+    whichever tests ran before it in this worker."""
+    from hpcprof_kit.jobs.queues import say_warnings_again
+
+    say_warnings_again()
+
+
+@pytest.fixture(autouse=True)
 def no_rendezvous_leak():
     """Fail any test that leaves MASTER_ADDR/MASTER_PORT behind in the test process."""
     before = {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT")}
