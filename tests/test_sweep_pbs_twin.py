@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import time
 import warnings
 
 import pytest
@@ -24,6 +23,8 @@ from hpcprof_kit.jobs.backends.pbs import attributes
 from hpcprof_kit.jobs.sweep import Sweep
 from hpcprof_kit.rehearsal import twin as twin_mod
 from hpcprof_kit.systems import load_system
+
+from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
 
@@ -87,10 +88,8 @@ def words_sweep(twin, tmp_path, queue: str, words: list[str]):
 
 def until(path, timeout: float = 120.0) -> None:
     """Gate on a file the job writes (its stdout, its record)."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+    appeared, _ = _until(path.exists, bool, timeout, interval=0.05)
+    assert appeared, f"{path} never appeared"
 
 
 def runs_of(sweep) -> list:
@@ -169,10 +168,13 @@ def test_twin_array_deletions_queued_running_and_the_whole_array(
     assert Job.from_run_dir(runs[2]).refresh() == "NOT_STARTED"  # while the array lives
     qdel(parent.replace("[]", "[3]"))
     qdel(parent)
-    deadline = time.monotonic() + 120
-    while (attributes(parent) or {}).get("job_state", "F") != "F":  # the array ends
-        assert time.monotonic() < deadline, f"{parent} never ended"
-        time.sleep(0.05)
+    ended, _ = _until(
+        lambda: (attributes(parent) or {}).get("job_state", "F"),
+        lambda state: state == "F",
+        120,
+        interval=0.05,
+    )  # the array ends
+    assert ended, f"{parent} never ended"
     states = sweep.wait(timeout=120)
     assert states == {0: "COMPLETED", 1: "CANCELLED", 2: "NOT_STARTED", 3: "NOT_STARTED",
                       4: "NOT_STARTED"}  # fmt: skip
