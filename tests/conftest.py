@@ -87,6 +87,20 @@ def _xdist_group(item) -> str:
     return SHARED_GROUP_MODULES.get(item.path.name, item.path.name)
 
 
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stop, never degrade silently, where `--dist loadgroup` does not group: pytest 9.2's
+    structured test ids drop the group xdist 3.8 writes into them (pytest-xdist#1386), and two
+    Slurm clusters, JupyterLabs or nsys sessions would then run at once."""
+    if node.config.getoption("dist") == "loadgroup" and ids and not any("@" in i for i in ids):
+        pytest.exit(
+            f"--dist loadgroup is not grouping tests under pytest {pytest.__version__}: the "
+            "xdist_group names never reached the test ids (pytest-xdist#1386); install the "
+            "pytest that env/local/constraints.txt pins (make clean-env test)",
+            returncode=4,
+        )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))

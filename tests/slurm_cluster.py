@@ -85,6 +85,7 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={root}/jobcomp.txt
 MinJobAge=300
+FirstJobId={first_job_id}
 KillWait=30
 InactiveLimit=0
 OverTimeLimit=0
@@ -99,6 +100,13 @@ SlurmdLogFile={root}/slurmd.log
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
+
+
+def _first_job_id() -> int:
+    """Job ids of their own per pytest-xdist worker (gw0 from 1, gw1 from 100001, ...): were two
+    clusters ever up at once, a test that finds its job's processes by SLURM_JOB_ID finds its own."""
+    number = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    return 1 + 100_000 * int(number) if number.isdigit() else 1
 
 
 def _free_port() -> int:
@@ -163,6 +171,7 @@ def slurm_cluster(tmp_path_factory):
             cpus=os.cpu_count() or 1,
             ctld_port=_free_port(),
             slurmd_port=_free_port(),
+            first_job_id=_first_job_id(),
         )
     )
     env = {**os.environ, "SLURM_CONF": str(conf)}
