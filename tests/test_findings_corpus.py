@@ -146,6 +146,15 @@ def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path, capsys
     out = capsys.readouterr().out
     assert "not run: straggler: the trace has no ProfilerStep steps" in out
     assert "none of the rules triggered" not in out
+    # the HTML report and the notebook display say the same
+    from hpcprof_kit.traces.report_html import findings_html
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = report(tmp_path)
+    html = findings_html(rep.findings, rep.run)
+    assert "none of the rules triggered" not in html
+    assert "<b>straggler</b>: the trace has no ProfilerStep steps" in html
 
 
 def test_too_few_steps_is_said_not_guessed(tmp_path):

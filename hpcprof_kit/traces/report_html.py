@@ -57,9 +57,14 @@ def findings_html(findings: list[dict], run: dict) -> str:
         f"<p>{len(ranks)} rank(s) traced of world size {_e(run.get('world_size') or '?')}, "
         f"{_e(run.get('kind'))} trace, steps {_e(run.get('steps'))}, {run.get('events', 0):,} events</p>"
     )
-    if not findings:
-        return head + '<div class="none">No finding: none of the rules triggered on this run.</div>'
+    not_run = getattr(findings, "coverage", {})  # rules that could not run here, and why
     parts = [head]
+    if not findings:
+        ran = "that ran " if not_run else ""
+        parts.append(f'<div class="none">No finding: none of the rules {ran}triggered.</div>')
+    if not_run:
+        rows = "".join(f"<li><b>{_e(kind)}</b>: {_e(why)}</li>" for kind, why in not_run.items())
+        parts.append(f'<div class="missing">Rules not run on this trace:<ul>{rows}</ul></div>')
     for f in findings:
         parts.append(
             '<div class="finding">'
