@@ -27,8 +27,8 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from .events import Scalar, _exact_ns_many
-from .memory_events import _object_around
-from .stream import _clean, _pieces
+from .memory_events import _object_around, decode_objects
+from .stream import _pieces
 
 # kind of argument -> the argument keys whose presence marks an event to read
 KINDS: dict[str, tuple[bytes, ...]] = {
@@ -115,20 +115,7 @@ def _event_around(buf: bytes, at: int) -> tuple[int, int] | None:
 
 
 def _decode(objects: list[bytes]) -> list[_Event]:
-    try:
-        return _DECODE.decode(b"[" + b",".join(objects) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    events = []
-    for text in objects:  # one by one, repairing what the loader repairs
-        for candidate in (text, _clean(text)):
-            try:
-                (event,) = _DECODE.decode(b"[" + candidate + b"]")
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                continue
-            events.append(event)
-            break
-    return events
+    return decode_objects(_DECODE, objects)
 
 
 def _number(value: Any) -> int | None:

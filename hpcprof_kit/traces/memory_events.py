@@ -114,15 +114,21 @@ def _memory_objects(path: Path) -> tuple[list[bytes], int | None]:
 
 
 def _decode(objects: list[bytes]) -> list[_MemEvent]:
+    return decode_objects(_DECODE, objects)
+
+
+def decode_objects(decoder: msgspec.json.Decoder, objects: list[bytes]) -> list:
+    """The JSON objects cut from a trace, decoded by ``decoder`` (of a ``list[...]``) at once;
+    where that fails, one by one, repairing what the loader repairs and dropping the rest."""
     try:
-        return _DECODE.decode(b"[" + b",".join(objects) + b"]")
+        return decoder.decode(b"[" + b",".join(objects) + b"]")
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
     events = []
     for text in objects:  # one by one, repairing what the loader repairs
         for candidate in (text, _clean(text)):
             try:
-                (event,) = _DECODE.decode(b"[" + candidate + b"]")
+                (event,) = decoder.decode(b"[" + candidate + b"]")
             except (msgspec.DecodeError, msgspec.ValidationError):
                 continue
             events.append(event)
