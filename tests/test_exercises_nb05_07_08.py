@@ -55,7 +55,7 @@ def test_the_hidden_patterns_catch_the_printed_verdicts():
 def test_nb07_hidden_patterns_match_the_findings_and_the_verdict_column():
     from hpcprof_kit.affinity import plan_for
 
-    patterns = nb07.HIDDEN["check_unbound_plan"]["text"]
+    patterns = nb07.HIDDEN["check_cpus_per_rank"]["text"]
     assert any(re.search(p, str(plan_for("local", 2, "none"))) for p in patterns)
     assert not any(re.search(p, str(plan_for("local", 2, "core"))) for p in patterns)
     row = "2      none     0     0-1  0-1  unbound           29.90"
@@ -85,3 +85,29 @@ def test_nb07_step_samples_are_the_slowest_rank_of_each_quiet_step(tmp_path):
     exp = Experiment({"core": plan_for("local", 2, "core")},
                      {"core": SimpleNamespace(run_dir=tmp_path)}, profiled_from=first)  # fmt: skip
     assert [round(ms, 3) for ms in exp.step_samples("core")] == [11.0, 12.0, 15.0, 13.0]
+
+
+def test_nb07_cpus_per_rank_is_read_from_what_each_rank_printed(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from hpcprof_kit.affinity.experiment import Experiment
+    from hpcprof_kit.affinity.presets import plan_for
+
+    got = {"core": ("0", "1"), "none": ("0-1", "0-1"), "reversed": ("1", "0")}
+    jobs = {}
+    for name, cpus in got.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stdout").write_text("".join(
+            f"affinity_report host=a rank={r} local_rank={r} world_size=2 cpus={c} online=0-1 "
+            "numa=0 device=cpu\n" for r, c in enumerate(cpus)))  # fmt: skip
+        jobs[name] = SimpleNamespace(run_dir=tmp_path / name)
+    exp = Experiment({n: plan_for("local", 2, n) for n in got}, jobs)
+    assert nb07.cpus_per_rank(exp) == {"core": 1, "none": 2, "reversed": 1}
+    assert nb07.check_cpus_per_rank({"core": 1, "none": 2, "reversed": 1}, exp) is True
+    assert capsys.readouterr().out.startswith("Correct - a plan that binds nothing")
+    # a wrong plan is named, its number is not
+    assert nb07.check_cpus_per_rank({"core": 1, "none": 1, "reversed": 1}, exp) is False
+    hint = capsys.readouterr().out
+    assert hint.startswith("Not yet. Hint: 'none' is off.") and "2" not in hint
+    assert nb07.check_cpus_per_rank(None, exp) is False
+    assert "give one number per plan" in capsys.readouterr().out

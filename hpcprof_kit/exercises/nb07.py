@@ -13,17 +13,18 @@ from __future__ import annotations
 from hpcprof_kit.errors import KitError
 from hpcprof_kit.exercises import feedback
 
-# What would give the unbound plan away above its check cell (tests/test_exercises_hidden.py):
-# the plans' findings, the comparison's verdict column, or a cell that prints them.
+# What would give an answer away (tests/test_exercises_hidden.py): the Polaris list itself; for
+# the CPUs per rank, the plans' findings, the comparison's verdict column, the CPUs each rank
+# got, or a cell above the check that prints them.
 HIDDEN = {
     "check_polaris_list": {
         "text": [r"list:24-31:16-23:8-15:0-7"],
         "code": ['plan_for("polaris", 4, "auto")', "plan_for('polaris', 4, 'auto')"],
         "answer": "polaris_answer",
     },
-    "check_unbound_plan": {
-        "text": [r"unbound: rank \d", r"\s+unbound\s+\d"],
-        "code": ["side_by_side", "exp.comparison", "plan_for(system"],
+    "check_cpus_per_rank": {
+        "text": [r"unbound: rank \d", r"\s+unbound\s+\d", r"cpus=\S+ online="],
+        "code": ["side_by_side", "exp.comparison", "exp.report", "cpus_per_rank", "plan_for(system"],
     },
 }
 
@@ -57,17 +58,40 @@ def check_polaris_list(cpu_bind: str) -> bool:
     )
 
 
-def check_unbound_plan(answer: str, experiment) -> bool:
-    """Which plan's ranks did the comparison flag as unbound? Checked against the experiment."""
-    flagged = sorted(
-        name
-        for name in experiment.plans
-        if (experiment.comparison(name)["verdict"] == "unbound").any()
-    )
+def cpus_per_rank(experiment) -> dict[str, int | list[int]]:
+    """Plan -> how many CPUs ``os.sched_getaffinity`` let each of its ranks run on, read from
+    the affinity report each rank printed (a list, rank by rank, where the ranks differ).
+
+    >>> class Ran:  # an experiment whose plan 'core' gave each of 2 ranks one CPU
+    ...     plans = {"core": None}
+    ...     def report(self, name):
+    ...         from hpcprof_kit.affinity.report import parse_report
+    ...         return parse_report("\\n".join(
+    ...             f"affinity_report host=a rank={r} local_rank={r} world_size=2 cpus={r} "
+    ...             "online=0-1 numa=0 device=cpu" for r in (0, 1)))
+    >>> cpus_per_rank(Ran())
+    {'core': 1}
+    """
+    counts = {}
+    for name in experiment.plans:
+        got = experiment.report(name).sort_values("rank")["n_cpus"].astype(int).tolist()
+        counts[name] = got[0] if len(set(got)) == 1 else got
+    return counts
+
+
+def check_cpus_per_rank(prediction: dict, experiment) -> bool:
+    """How many CPUs may each rank of each plan run on? Checked against what the ranks of the
+    experiment's jobs really got; a wrong plan is named, its number is not."""
+    truth = cpus_per_rank(experiment)
+    if not isinstance(prediction, dict) or set(map(str, prediction)) != set(truth):
+        return feedback(False, hint=f"give one number per plan, as {{plan: CPUs}} for the "
+                        f"plans {', '.join(truth)}")  # fmt: skip
+    wrong = sorted(name for name in truth if prediction.get(name) != truth[name])
     return feedback(
-        [str(answer).strip()] == flagged,
-        hint="look at the 'verdict' column of the side-by-side table: which plan lets a rank "
-        "run on every CPU of the machine?",
-        well_done=f"Correct - under '{', '.join(flagged)}' each rank may run on every CPU, so the "
-        "OS can move it mid-step.",
+        not wrong,
+        hint=f"{', '.join(repr(w) for w in wrong)} is off. A rank bound to cores may run on "
+        "those cores only; a rank the launcher does not bind may run on every CPU the machine "
+        "has online (os.cpu_count()). Look at each plan's launcher flag in section 3.",
+        well_done="Correct - a plan that binds nothing leaves each rank free to run on any CPU, "
+        "so the OS can move it mid-step; the comparison calls such a rank 'unbound'.",
     )
