@@ -24,7 +24,13 @@ HIDDEN = {
     },
     "check_cpus_per_rank": {
         "text": [r"unbound: rank \d", r"\s+unbound\s+\d", r"cpus=\S+ online="],
-        "code": ["side_by_side", "exp.comparison", "exp.report", "cpus_per_rank", "plan_for(system"],
+        "code": [
+            "side_by_side",
+            "exp.comparison",
+            "exp.report",
+            "cpus_per_rank",
+            "plan_for(system",
+        ],
     },
 }
 
