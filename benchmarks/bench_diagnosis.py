@@ -134,7 +134,7 @@ def print_table(s: dict) -> None:
     for kind, row in s["table"].items():
         if not sum(row.values()):
             continue
-        recall = f"{100 * row['found'] / row['planted']:.0f} %" if row["planted"] else "-"
+        recall = f"{100 * row['found'] / row['planted']:.1f} %" if row["planted"] else "-"
         total_spurious += row["spurious"]
         print(f"{kind:<24}{row['planted']:>8}{row['found']:>7}{row['missed']:>7}{recall:>8}"
               f"{row['spurious']:>9}{row['implied']:>8}")  # fmt: skip
