@@ -79,7 +79,7 @@ def learn_server_limits(sweep: Any, query: Any = None) -> None:
     from hpcprof_kit.jobs.server_limits import RULES, ask_server
 
     rules, queue = _record_rules(sweep)
-    if not queue or all(rule in rules for rule in RULES) or sweep.server_limits is not None:
+    if not queue or all(r in rules for r in RULES) or getattr(sweep, "server_limits", None):
         return  # nothing to ask, or asked already (a preview, then the run)
     sweep.server_limits = ask_server(queue) if query is None else ask_server(queue, query)
     check_array_size(sweep)
