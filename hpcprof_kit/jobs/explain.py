@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
-__all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "scheduler_meaning", "wait_for"]
+__all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "not_started_advice",
+           "scheduler_meaning", "wait_for"]  # fmt: skip
 
 STDERR_LINES = 10  # how many of the last stderr lines explain() shows
 
@@ -79,6 +80,16 @@ CLI_ADVICE = {
         "(hpcprof-kit submit --spec {run}); the note above says what the kit last knew"
     ),
 }
+# A sweep variant that never began (its job ended or was deleted first): nothing of it ran, and
+# the sweep reruns exactly such variants. {why}: the kit's note, which says what ended it.
+NOT_STARTED_ADVICE = (
+    "it never started: {why}; Sweep.load({sweep!r}).run() runs it again, with the sweep's other "
+    "variants that did not complete"
+)
+CLI_NOT_STARTED_ADVICE = (
+    "it never started: {why}; hpcprof-kit sweep --resume {sweep} runs it again, with the "
+    "sweep's other variants that did not complete"
+)
 # A queued job its scheduler says can never start: waiting cannot help, a new request can.
 NEVER_RUNS_ADVICE = (
     "it can never start as asked (the scheduler's reason above says why), so waiting will not "
@@ -137,6 +148,7 @@ SLURM_REASONS = {
 PBS_COMMENTS = {
     "Can Never Run": "the request can never fit this server: ask for fewer nodes or another queue",
     "Not Running": "waiting: the comment names what it waits for",
+    "Subjob finished": "PBS's word for any subjob that left the queue, whether it ran or not",
 }
 
 
@@ -201,7 +213,7 @@ def explain(job, cli: bool = False) -> str:
         lines.append(f"  exit code: {code}")
     if record is not None and record.killed_by:
         lines.append(f"  signal: {signal_note(record.killed_by)}")
-    if data.get("note"):
+    if data.get("note") and state != "NOT_STARTED":  # that advice says it, with what to do
         lines.append(f"  note: {data['note']}")
     reason = _scheduler_reason(job)
     if reason:
@@ -209,7 +221,9 @@ def explain(job, cli: bool = False) -> str:
         lines.append(f"  scheduler's reason: {reason}" + (f" ({meaning})" if meaning else ""))
     lines.append(f"  run directory: {job.run_dir}")
     err = job.tail(STDERR_LINES, "stderr")
-    if err:
+    if state == "NOT_STARTED" and not err:
+        lines.append("  no output: it never ran")
+    elif err:
         lines.append("  last lines of stderr:")
         lines.extend(f"    | {line}" for line in err.splitlines())
     else:
@@ -218,6 +232,8 @@ def explain(job, cli: bool = False) -> str:
     if state == "QUEUED" and can_never_run(reason):
         said = CLI_NEVER_RUNS_ADVICE if cli else NEVER_RUNS_ADVICE
         lines.append(f"  what to do: {said.format(run=job.run_dir)}")
+    elif state == "NOT_STARTED":
+        lines.append(f"  what to do: {not_started_advice(data, cli)}")
     elif state in advice:
         lines.append(f"  what to do: {advice[state].format(run=job.run_dir)}")
     elif state == "COMPLETED" and (note := missing_report(job)) is not None:
@@ -225,6 +241,20 @@ def explain(job, cli: bool = False) -> str:
     if state != "COMPLETED" and not cli:
         lines.append(NEEDS_RUN)
     return "\n".join(lines)
+
+
+def not_started_advice(manifest: dict, cli: bool = False) -> str:
+    """What to do about a sweep variant that never started: why (the kit's note, from its run
+    directory and its scheduler), and that the sweep's resume runs it.
+
+    >>> print(not_started_advice({"sweep": "runs/sweep_a", "note": "its job was deleted before "
+    ...                           "its turn"}, cli=True))  # doctest: +NORMALIZE_WHITESPACE
+    it never started: its job was deleted before its turn; hpcprof-kit sweep --resume
+    runs/sweep_a runs it again, with the sweep's other variants that did not complete
+    """
+    why = manifest.get("note") or "it left no output and no record"
+    said = CLI_NOT_STARTED_ADVICE if cli else NOT_STARTED_ADVICE
+    return said.format(why=why, sweep=str(manifest.get("sweep") or "SWEEP_DIR"))
 
 
 def missing_report(job) -> str | None:

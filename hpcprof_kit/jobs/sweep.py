@@ -80,6 +80,9 @@ class Sweep:
         ]  # fmt: skip
         self.runs_root = runs_root
         self.path = path
+        # What a PBS server said of the queue's limits the record does not give (asked at
+        # submission: ``sweep_array.learn_server_limits``); None: not asked, or no answer.
+        self.server_limits: Any = None
 
     def __repr__(self) -> str:
         where = self.path or "not written yet"
@@ -193,6 +196,10 @@ class Sweep:
         # Chosen before the sweep directory is made: no scheduler here means nothing written.
         nodes = max(v.spec.nodes for v in todo)
         name = choose_backend(self.base.system_record(), backend, nodes=nodes)
+        if name == "pbs":  # before anything is written: the server's limits may refuse the grid
+            from hpcprof_kit.jobs.sweep_array import learn_server_limits
+
+            learn_server_limits(self)
         self.create()
         if name == "local":
             self._run_local(todo)

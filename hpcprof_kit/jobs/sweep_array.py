@@ -6,7 +6,8 @@ Each variant keeps its own run directory (``job.sh``, ``spec.json``, ``manifest.
 before the array is submitted; the array script only chooses which one its index runs. A real
 PBS counts an array of N as N jobs against a per-user limit, so where the queue's record says
 ``max_jobs_per_user = 1`` (ALCF's debug queues) the variants run one after another inside a
-single job, and the script says why.
+single job, and the script says why. Where the record does not say the queue's limits, the
+server's own ``max_queued`` and ``max_array_size`` decide (``learn_server_limits``).
 
 >>> from hpcprof_kit.jobs import JobSpec
 >>> s = JobSpec(system="slurm", example="seqpar").sweep(nodes=[1, 2])
@@ -37,12 +38,51 @@ INDEX_VAR = {"slurm": "SLURM_ARRAY_TASK_ID", "pbs": "PBS_ARRAY_INDEX"}
 DIRECTIVE = {"slurm": "#SBATCH", "pbs": "#PBS"}
 
 
-def _rules(sweep: Any) -> tuple[dict, str]:
+def _record_rules(sweep: Any) -> tuple[dict, str]:
     sysrec = sweep.base.system_record()
     queue = sweep.base.queue if sweep.base.queue is not None else sysrec.default_queue
     rules = sysrec.extra.get("queue_rules", {})
     return {**{k: v for k, v in rules.items() if not isinstance(v, dict)},
             **rules.get(queue or "", {})}, queue or ""  # fmt: skip
+
+
+def _rules(sweep: Any) -> tuple[dict, str]:
+    """The queue's rules: the record's, then what the server said where the record is silent;
+    of two array sizes, the smaller (a record's server-wide one, a server's own for the queue)."""
+    rules, queue = _record_rules(sweep)
+    told = getattr(sweep, "server_limits", None)
+    if told is None:
+        return rules, queue
+    merged = {**told.rules(), **rules}
+    if "max_array_size" in rules and told.max_array_size:
+        merged["max_array_size"] = min(int(rules["max_array_size"]), told.max_array_size)
+    return merged, queue
+
+
+def _said(sweep: Any, rule: str) -> str:
+    """The server's words for a rule in force, where its value is the server's and not the
+    record's (else "")."""
+    told = getattr(sweep, "server_limits", None)
+    record = _record_rules(sweep)[0]
+    if told is None or getattr(told, rule) is None or record.get(rule) == getattr(told, rule):
+        return ""
+    return told.said.get(rule, "") if _rules(sweep)[0].get(rule) == getattr(told, rule) else ""
+
+
+def learn_server_limits(sweep: Any, query: Any = None) -> None:
+    """Where the record does not say how many queued jobs one user may have in the sweep's
+    queue, or how long an array may be, ask the PBS server (``qstat -Qf QUEUE``, ``qstat -Bf``:
+    ``hpcprof_kit.jobs.server_limits``) and shape the sweep by its answer: one job running the
+    variants in turn where it takes one queued job per user; SpecError, before anything is
+    submitted, where the grid is longer than an array may be. A server that cannot be read
+    leaves the record's rules (with one warning)."""
+    from hpcprof_kit.jobs.server_limits import RULES, ask_server
+
+    rules, queue = _record_rules(sweep)
+    if not queue or all(r in rules for r in RULES) or getattr(sweep, "server_limits", None):
+        return  # nothing to ask, or asked already (a preview, then the run)
+    sweep.server_limits = ask_server(queue) if query is None else ask_server(queue, query)
+    check_array_size(sweep)
 
 
 def one_job_only(sweep: Any) -> bool:
@@ -51,11 +91,24 @@ def one_job_only(sweep: Any) -> bool:
 
 
 def array_limit(sweep: Any) -> int | None:
-    """The most variants one array of this system and queue may hold; None without scheduler."""
+    """The most variants one array of this system and queue may hold; None without scheduler.
+    A server's ``max_queued`` per user caps it too: PBS counts an array of N as N jobs."""
     scheduler = sweep.base.system_record().scheduler
     if scheduler not in ARRAY_LIMITS:
         return None
-    return int(_rules(sweep)[0].get("max_array_size", ARRAY_LIMITS[scheduler]))
+    rules = _rules(sweep)[0]
+    limit = int(rules.get("max_array_size", ARRAY_LIMITS[scheduler]))
+    per_user = int(rules.get("max_jobs_per_user", 0))
+    return min(limit, per_user) if per_user > 1 else limit
+
+
+def _limit_source(sweep: Any, limit: int) -> str:
+    """The server's words behind an array limit, where it said it."""
+    rules = _rules(sweep)[0]
+    if _said(sweep, "max_jobs_per_user") and rules.get("max_jobs_per_user") == limit:
+        return (f"{_said(sweep, 'max_jobs_per_user')}, and PBS counts an array of N as N "
+                "queued jobs")  # fmt: skip
+    return _said(sweep, "max_array_size")
 
 
 def check_array_size(sweep: Any) -> None:
@@ -63,14 +116,18 @@ def check_array_size(sweep: Any) -> None:
     variants must run in sequence."""
     n, sysrec = len(sweep.variants), sweep.base.system_record()
     limit = array_limit(sweep)
-    if limit is not None and n > limit:
+    rules, queue = _rules(sweep)
+    in_turn = rules.get("max_jobs_per_user") == 1
+    # On PBS a queue that takes one job per user gets one job, not an array: no array limit.
+    if limit is not None and n > limit and not (in_turn and sysrec.scheduler == "pbs"):
+        source = _limit_source(sweep, limit)
+        where = f"{sysrec.scheduler}: {source}" if source else sysrec.scheduler
         raise SpecError(
             f"the grid has {n} variants, more than {sysrec.name}'s array limit of {limit} "
-            f"({sysrec.scheduler}); vary fewer values or split the grid into sweeps of at "
+            f"({where}); vary fewer values or split the grid into sweeps of at "
             f"most {limit}"
         )
-    rules, queue = _rules(sweep)
-    if limit is None or rules.get("max_jobs_per_user") != 1:
+    if limit is None or not in_turn:
         return
     from hpcprof_kit.jobs.queues import resolve_queue
 
@@ -166,6 +223,8 @@ def _sequence_body(sweep: Any, run_dirs: Sequence[str]) -> list[str]:
     _, queue = _rules(sweep)
     why = [f"# Queue {queue} takes one job per user, and PBS counts an array of N as N jobs: the",
            f"# {len(run_dirs)} variants run one after another inside this single job."]  # fmt: skip
+    if _said(sweep, "max_jobs_per_user"):  # the record does not say it: name the server's words
+        why.append(f"# ({_said(sweep, 'max_jobs_per_user')}; the system record does not say.)")
     if not one_job_only(sweep):
         why = ["# One variant to run: a plain job (a PBS Pro array holds at least two indices)."]
     return [

@@ -16,6 +16,7 @@ each variant runs its own job.sh in its own run directory; variant 0's:
 from __future__ import annotations
 
 import shlex
+import shutil
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,10 @@ def preview(sweep: Any, backend: str = "auto", variants: Sequence[Any] | None = 
     if not todo:
         return f"sweep {sweep.path}: every variant completed or is still going; nothing to run\n"
     name = preview_backend(sweep, backend)
+    if name == "pbs" and shutil.which("qstat"):  # on the cluster: its limits, as a run reads them
+        from hpcprof_kit.jobs.sweep_array import learn_server_limits
+
+        learn_server_limits(sweep)
     base = sweep.base
     sequence = name == "pbs" and (one_job_only(sweep) or len(todo) == 1)
     if name == "local":

@@ -171,13 +171,18 @@ def queue_limits(twin: Twin, record: System, queue: str) -> dict:
     if queue in twin.config["reservations"]:
         r = twin.config["reservations"][queue]
         return {"min_nodes": 1, "max_nodes": int(r.get("nodes", 1)),
-                "max_walltime": r.get("walltime", "01:00:00"), "per_user": 0, "kind": "resv"}  # fmt: skip
+                "max_walltime": r.get("walltime", "01:00:00"), "per_user": 0,
+                "max_array_size": MAX_ARRAY_SIZE, "kind": "resv"}  # fmt: skip
     if queue not in record.queues:
         raise Refused("qsub: Unknown queue")
     q = record.queues[queue]
-    per_user = record.extra.get("queue_rules", {}).get(queue, {}).get("max_jobs_per_user", 0)
+    rules = record.extra.get("queue_rules", {})
+    per_user = rules.get(queue, {}).get("max_jobs_per_user", 0)
+    # an array may be no longer than the queue's max_array_size, nor the server's
+    arrays = min(int(rules.get(queue, {}).get("max_array_size", MAX_ARRAY_SIZE)),
+                 int(rules.get("max_array_size", MAX_ARRAY_SIZE)))  # fmt: skip
     return {"min_nodes": q.min_nodes, "max_nodes": q.max_nodes, "max_walltime": q.max_walltime,
-            "per_user": int(per_user), "kind": "exec"}  # fmt: skip
+            "per_user": int(per_user), "max_array_size": arrays, "kind": "exec"}  # fmt: skip
 
 
 def check_request(twin: Twin, record: System, req: JobRequest) -> None:
@@ -204,6 +209,7 @@ def check_request(twin: Twin, record: System, req: JobRequest) -> None:
     for key, value in (p.split("=", 1) for p in suffix.split(":") if "=" in p):
         if req.select_resources.get(key) != value:
             raise Refused("qsub: Job violates queue and/or server resource limits")
-    count = len(array_indices(req.array)[0]) if req.array else 1  # an array is N jobs
+    # an array is N jobs
+    count = len(array_indices(req.array, limits["max_array_size"])[0]) if req.array else 1
     if limits["per_user"] and jobs_in(twin, queue) + count > limits["per_user"]:
         raise Refused("qsub: would exceed queue generic's per-user limit")

@@ -14,6 +14,9 @@ a real OpenPBS 23.06 server printed, in the same shapes (the reference page's fi
 >>> view = record_view(server)
 >>> view.queues["workq"].max_walltime, view.extra["queue_rules"]["workq"]
 ('00:30:00', {'max_jobs_per_user': 1})
+
+A queue's ``max_array_size`` and the server's (``"max_array_size"`` beside ``"queues"``;
+OpenPBS's default 10000) are printed and enforced alike.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 PBS_VERSION = "23.06.06"
+MAX_ARRAY_SIZE = 10000  # OpenPBS's default max_array_size
 _STATE_COUNT = "Transit:0 Queued:0 Held:0 Waiting:0 Running:0 Exiting:0 Begun:0"
 
 
@@ -36,8 +40,12 @@ def record_view(server: dict[str, Any]) -> SimpleNamespace:
         )  # fmt: skip
         for name, q in server["queues"].items()
     }
-    rules = {name: {"max_jobs_per_user": int(q["max_queued"])}
-             for name, q in server["queues"].items() if q.get("max_queued")}  # fmt: skip
+    rules: dict[str, Any] = {}
+    for name, q in server["queues"].items():
+        said = {"max_jobs_per_user": q.get("max_queued"), "max_array_size": q.get("max_array_size")}
+        if any(said.values()):
+            rules[name] = {key: int(value) for key, value in said.items() if value}
+    rules["max_array_size"] = int(server.get("max_array_size", MAX_ARRAY_SIZE))
     return SimpleNamespace(
         name=server["name"], account_required=False, default_filesystems="",
         default_queue=server["default_queue"], queues=queues,
@@ -59,6 +67,8 @@ def qstat_queues(server: dict[str, Any], names: list[str]) -> list[str]:
                  _wrap(f"    state_count = {_STATE_COUNT} ")]  # fmt: skip
         if q.get("max_queued"):
             lines.append(f"    max_queued = [u:PBS_GENERIC={q['max_queued']}]")
+        if q.get("max_array_size"):
+            lines.append(f"    max_array_size = {q['max_array_size']}")
         if q.get("max_nodes"):
             lines.append(f"    resources_max.nodect = {q['max_nodes']}")
         if q.get("max_walltime"):
@@ -101,6 +111,8 @@ def qmgr_print_server(server: dict[str, Any]) -> str:
                   f"set queue {name} queue_type = Execution"]  # fmt: skip
         if q.get("max_queued"):
             lines.append(f"set queue {name} max_queued = [u:PBS_GENERIC={q['max_queued']}]")
+        if q.get("max_array_size"):
+            lines.append(f"set queue {name} max_array_size = {q['max_array_size']}")
         if q.get("max_nodes"):
             lines.append(f"set queue {name} resources_max.nodect = {q['max_nodes']}")
         if q.get("max_walltime"):
@@ -120,6 +132,7 @@ def qstat_server(server: dict[str, Any], host: str) -> str:
         f"Server: {server['name']}", "    server_state = Active", f"    server_host = {host}",
         "    scheduling = True", "    total_jobs = 0",
         _wrap(f"    state_count = {_STATE_COUNT} "),
-        f"    default_queue = {server['default_queue']}", "    max_array_size = 10000",
+        f"    default_queue = {server['default_queue']}",
+        f"    max_array_size = {server.get('max_array_size', MAX_ARRAY_SIZE)}",
         f"    pbs_version = {PBS_VERSION}", "",
     ])  # fmt: skip

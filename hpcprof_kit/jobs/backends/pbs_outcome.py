@@ -224,6 +224,8 @@ def _never_started(answer: Status, ev: Evidence) -> Status:
             answer.state, "its job ended before its turn")  # fmt: skip
     elif answer.state == ENDED and not answer.comment:
         why = "PBS no longer knows the subjob (no job history), and it left no output"
+    elif answer.state == "CANCELLED":  # qdel 'N[]': a subjob deleted alone is never substate 91
+        why = "PBS deleted its array (qdel) before this subjob ran: no output, no record"
     else:
         why = "PBS ended the subjob before it ran (deleted while queued): no output, no record"
     return Status("NOT_STARTED", None, (), why, answer.comment)

@@ -3,11 +3,15 @@ then ``squeue``, ``scontrol show job`` and the completion records (``sacct -c``,
 jobcomp/filetxt file named by JobCompLoc); ``scancel``.
 
 A Slurm command that fails or times out is "not answering" (the job keeps its last known
-state); only Slurm's "Invalid job id" means it no longer knows the job.
+state); only Slurm's "Invalid job id" means it no longer knows the job. A sweep variant whose
+array task ended before it began (``scancel`` of the task or of its array while it was
+pending: no record, no output) is NOT_STARTED, which the sweep's ``--resume`` runs; cancelled
+by the kit, it is CANCELLED, as the user asked.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -64,7 +68,9 @@ SLURM_STATES: dict[str, tuple[str, str]] = {
 }
 _FIELD = re.compile(r"(\w+)=(\S*)")
 _REASON = re.compile(r"\bReason=(.*?)(?= \w+=|$)", re.MULTILINE)  # may hold spaces
-_FORGOTTEN = "Invalid job id"  # Slurm's words for a job it no longer knows
+# Slurm's words for a job it no longer knows; "Job 12_2 not found": scontrol of an array task
+# gone from the controller's memory (one cancelled while pending, among others).
+_FORGOTTEN = re.compile(r"Invalid job id|^Job \S+ not found$", re.MULTILINE)
 
 
 def _ask(args: list[str], timeout: float) -> str | None:
@@ -79,7 +85,7 @@ def _ask(args: list[str], timeout: float) -> str | None:
     if done.returncode == 0:
         return done.stdout
     said = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    if _FORGOTTEN in " ".join(said):
+    if _FORGOTTEN.search("\n".join(said)):
         return None
     raise SchedulerNotAnswering(f"{args[0]} failed (exit {done.returncode}): {' '.join(said)}")
 
@@ -118,6 +124,24 @@ def state_from_fields(fields: dict[str, str]) -> Status:
     return Status(state, code if state not in ("QUEUED", "RUNNING") else None, hosts, note)
 
 
+def not_begun(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is a sweep variant whose array task never began: the array script
+    makes the variant's ``stdout`` as it starts it, and nothing else made one.
+
+    >>> not_begun(Path("no-such-run"))
+    False
+    """
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(manifest, dict)
+        and "sweep_index" in manifest
+        and not ((run_dir / "stdout").exists() or (run_dir / "job_end.json").exists())
+    )
+
+
 class SlurmBackend:
     name = "slurm"
     poll_interval = 1.0
@@ -141,7 +165,18 @@ class SlurmBackend:
                 return own
             raise
         # Read after the answer: a job the scheduler calls ended wrote its record before that.
-        return judge(read_job_end(run_dir), answer, (run_dir / CANCEL_MARK).exists())
+        record, cancelled = read_job_end(run_dir), (run_dir / CANCEL_MARK).exists()
+        judged = judge(record, answer, cancelled)
+        if judged.state in ("CANCELLED", "LOST") and record is None and not_begun(run_dir):
+            if cancelled:
+                return Status("CANCELLED", None, (), "cancelled by the kit before it ran")
+            why = ("Slurm cancelled its array task while it was pending (scancel of the task or "
+                   "of the array): no output, no record")  # fmt: skip
+            if judged.state == "LOST":
+                why = (f"{answer.note} (an array task cancelled while pending is forgotten at "
+                       "once), and it left no output: it never ran")  # fmt: skip
+            return Status("NOT_STARTED", None, (), why, answer.comment)
+        return judged
 
     def ask(self, job_id: str) -> Status:
         """What Slurm says about the job; ``ENDED`` when it no longer knows it."""
