@@ -167,3 +167,24 @@ def test_site_init_on_real_slurm_then_a_sweep_with_a_failing_variant_and_resume(
     assert rerun[1]["run_dir"] != first[1] and rerun[1]["earlier_runs"] == [first[1]]
     assert again.refresh() == {0: "COMPLETED", 1: "FAILED", 2: "COMPLETED"}
     assert list(user_home.iterdir()) == []
+
+
+@pytest.mark.slurm
+def test_site_init_on_real_slurm_then_a_two_rank_job_finds_the_record(
+    cluster_env, tmp_path, monkeypatch, isolated_runs, user_home, capsys
+):
+    """A 2-rank job with the record site init wrote, on real Slurm through srun's PMI-2: each
+    rank sees the record's folder, which the batch script exported; $HOME stays empty."""
+    records = tmp_path / "records"
+    monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
+    assert main(["site", "init", "--scheduler", "slurm", "--name", "slurmlake"]) == 0
+    capsys.readouterr()
+    spec = JobSpec(system="slurmlake", ranks_per_node=2, walltime="00:05:00", binding="none",
+                   command=["python3", "-c", PROBE])  # fmt: skip
+    job = submit(spec, backend="slurm")
+    assert job.wait(timeout=180, progress=False) == "COMPLETED", job.tail()
+    assert sorted(job.tail().splitlines()) == [f"{r} {records}" for r in (0, 1)]
+    script = (Path(job.run_dir) / "job.sh").read_text()
+    assert f"export HPCPROF_SYSTEMS_DIR={records}\n" in script
+    assert "srun" in script and "#SBATCH" in script and "#PBS" not in script
+    assert list(user_home.iterdir()) == []
