@@ -109,6 +109,18 @@ def test_real_openpbs_three_queued_jobs_per_user_take_an_array_of_three_not_four
     )
 
 
+def test_a_queue_the_record_runs_in_turn_asks_the_server_nothing(capsys):
+    """Aurora's debug queue takes one job per user (its record says so): the variants share
+    one job, no array, so neither limit matters and no qstat is asked or warned about."""
+    asked = []
+    sweep = JobSpec(system="aurora", account="YOUR_PROJECT", queue="debug").sweep(
+        **{"--epochs": ["1", "2"]}
+    )
+    learn_server_limits(sweep, lambda argv: asked.append(argv))
+    assert asked == [] and one_job_only(sweep)
+    assert "warning" not in capsys.readouterr().err
+
+
 # ---- the generic PBS twin (stand-in), its record silent on the limits ------------------------
 @pytest.fixture
 def lake(tmp_path, monkeypatch, isolated_runs, capsys):

@@ -81,6 +81,8 @@ def learn_server_limits(sweep: Any, query: Any = None) -> None:
     rules, queue = _record_rules(sweep)
     if not queue or all(r in rules for r in RULES) or getattr(sweep, "server_limits", None):
         return  # nothing to ask, or asked already (a preview, then the run)
+    if rules.get("max_jobs_per_user") == 1:
+        return  # the variants share one job, in turn: no array, so no array limit matters
     sweep.server_limits = ask_server(queue) if query is None else ask_server(queue, query)
     check_array_size(sweep)
 
