@@ -31,7 +31,7 @@ XDIST = -n $(TEST_WORKERS)
 
 test: env
 	$(VENV)/bin/ruff check .
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadgroup tests
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadgroup --no-loadscope-reorder --durations=25 tests
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --doctest-modules hpcprof_kit
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadfile $(NBVAL) notebooks
 

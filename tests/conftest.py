@@ -100,10 +100,31 @@ def pytest_xdist_node_collection_finished(node, ids):
         )
 
 
+# The groups that take minutes (seconds of one worker in a fresh clone's `make test`), started
+# first so that no long group is left for the end while the other worker idles; xdist would
+# order the groups by their number of tests instead (Makefile: --no-loadscope-reorder).
+SLOW_GROUPS_FIRST = (
+    "browser",  # ~560 s: every notebook run in JupyterLab and Chromium
+    "test_rehearsal_standin.py",  # ~360 s
+    "test_exercises_hidden.py",  # ~260 s: every notebook run up to its checks
+    "slurm",  # ~230 s: one real Slurm cluster, a walltime kill waited out
+    "test_hta_crosscheck.py",  # ~95 s: builds the HTA venv
+    "test_notebook05_compile.py",
+    "test_pack.py",
+    "test_validate.py",
+    "test_sweep_pbs_twin.py",
+    "test_pathologies.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+    if getattr(config.option, "loadgroup", False):  # an xdist worker: every worker sorts alike
+        first = {group: i for i, group in enumerate(SLOW_GROUPS_FIRST)}
+        order = {id(item): i for i, item in enumerate(items)}
+        items.sort(key=lambda it: (first.get(_xdist_group(it), len(first)), order[id(it)]))
     if not config.getoption("--quick", default=False):
         return
     keep, drop = [], []
