@@ -116,7 +116,11 @@ def test_notebook_09_names_every_problem_the_corpus_plants_and_stores_the_sweep_
     (table,) = [c.source for c in nb.cells if "| problem | what happens |" in c.source]
     assert sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)) == sorted(KINDS)
     preview = _stored_output(nb, "# NBVAL_CHECK_OUTPUT\nfrom hpcprof_kit.jobs import JobSpec")
-    sweep = JobSpec(system="local", example="pathologies", ranks_per_node=2,
-                    args=["--steps", "16"]).sweep(**{"--problem": ["data_loading", "none"]})  # fmt: skip
+    args = ["--steps", "16", "--loader-ms", "40"]  # the notebook's, as the learner runs them
+    spec = JobSpec(system="local", example="pathologies", ranks_per_node=2, args=args)
+    sweep = spec.sweep(**{"--problem": ["data_loading", "none"]})
     assert preview == "\n".join(sweep.preview().splitlines()[:4]) + "\n"
-    assert "python3 -m hpcprof_kit.apps.pathologies --steps 16 --problem none" in preview
+    assert (
+        "python3 -m hpcprof_kit.apps.pathologies --steps 16 --loader-ms 40 --problem none"
+        in preview
+    )
