@@ -75,7 +75,12 @@ def attendee_seed(user: str | None = None) -> int:
 
 def capstone_run(seed: int) -> Run:
     """The run of ``seed``: a corpus run of 4-8 ranks with 2 or 3 problems the trace can show
-    (a third is drawn when one of two would leave nothing to see)."""
+    (a third is drawn when one of two would leave nothing to see).
+
+    >>> run = capstone_run(14)
+    >>> run.ranks, run.steps, run.flavour, len(run.key())
+    (5, 10, 'cuda', 2)
+    """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError(f"seed={seed!r}: a whole number from 0; e.g. seed = 14")
     for n in (2 + seed % 2, 3):
@@ -130,7 +135,13 @@ def answer_key(seed: int) -> dict[str, tuple[Any, Any]]:
 
 
 def answer_patterns(seed: int) -> list[str]:
-    """What the cells above the check may not print for ``seed``'s run: its problems' names."""
+    """What the cells above the check may not print for ``seed``'s run: its problems' names.
+
+    >>> [bool(re.search(p, "data_loading, straggler")) for p in answer_patterns(14)]
+    [True, True]
+    >>> [bool(re.search(p, "data_loading_2")) for p in answer_patterns(14)]
+    [False, False]
+    """
     return [rf"(?<![\w]){re.escape(kind)}(?![\w])" for kind in answer_key(seed)]
 
 
