@@ -1,5 +1,5 @@
 """How often the diagnosis is right: recall and false alarms per kind over generated problem
-runs (``tests/diagnosis_corpus.py``) the rules were not tuned on, plus the findings on every
+runs (``hpcprof_kit.traces.corpus``) the rules were not tuned on, plus the findings on every
 real third-party trace the project holds (``../shared/traces``), to be read against the
 trace.
 

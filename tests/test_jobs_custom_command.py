@@ -106,9 +106,8 @@ def test_an_unknown_example_is_refused_with_or_without_a_command():
         with pytest.raises(SpecError) as err:
             spec.validate()
         assert str(err.value) == (
-            "example 'mlp' is unknown (known: train, seqpar, affinity, analyze); pick one of them, "
-            "or "
-            "run your own program: command=[...] in Python, '-- CMD ARGS' after hpcprof-kit "
+            "example 'mlp' is unknown (known: train, seqpar, affinity, pathologies, analyze); "
+            "pick one of them, or run your own program: command=[...] in Python, '-- CMD ARGS' after hpcprof-kit "
             "render/submit (name='...' or --name names its run)"
         )
     assert JobSpec(example="mlp", command=["x"]).full_command() == ("x",)  # no KeyError

@@ -1,4 +1,4 @@
-"""Facts notebooks 01, 02 and 06 teach, held against the kit's own data and the vendors' docs."""
+"""Facts notebooks 01, 02, 06 and 09 teach, held against the kit's own data and the vendors' docs."""
 
 from __future__ import annotations
 
@@ -106,3 +106,21 @@ def test_notebook_06_renders_the_dynolog_recipe_and_says_the_file_trigger_stands
     assert recipe == dynolog_recipe("pbs", nodes=2, ranks_per_node=12, iterations=steps) + "\n"
     assert "gputrace --log-file" in recipe and f"--iterations {steps} --process-limit 12" in recipe
     assert "the kit's **file trigger stands in for\n`dyno gputrace`**" in _text(nb)
+
+
+def test_notebook_09_names_every_problem_the_corpus_plants_and_stores_the_sweep_it_runs():
+    from hpcprof_kit.jobs import JobSpec
+    from hpcprof_kit.traces.corpus import KINDS
+
+    nb = _nb("09_capstone_diagnosis.ipynb")
+    (table,) = [c.source for c in nb.cells if "| problem | what happens |" in c.source]
+    assert sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)) == sorted(KINDS)
+    preview = _stored_output(nb, "# NBVAL_CHECK_OUTPUT\nfrom hpcprof_kit.jobs import JobSpec")
+    args = ["--steps", "16", "--loader-ms", "40"]  # the notebook's, as the learner runs them
+    spec = JobSpec(system="local", example="pathologies", ranks_per_node=2, args=args)
+    sweep = spec.sweep(**{"--problem": ["data_loading", "none"]})
+    assert preview == "\n".join(sweep.preview().splitlines()[:4]) + "\n"
+    assert (
+        "python3 -m hpcprof_kit.apps.pathologies --steps 16 --loader-ms 40 --problem none"
+        in preview
+    )

@@ -13,6 +13,7 @@ import pytest
 
 from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, problems
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.timing import load_timings
 from hpcprof_kit.traces.run_report import report
 
 PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
@@ -47,13 +48,21 @@ def test_the_report_names_the_slow_dataloader_and_the_intermittent_straggler(mpi
 
 
 @pytest.mark.mpi
-def test_a_run_without_problems_gets_neither(mpiexec, tmp_path):
-    done = _run(mpiexec, tmp_path / "run")
+def test_a_run_without_problems_gets_neither_and_writes_its_step_times(mpiexec, tmp_path):
+    done = _run(mpiexec, tmp_path / "run", "--problem", "none")
     assert done.returncode == 0, done.stderr
+    assert "pathologies: 8 steps with none" in done.stdout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         kinds = {f["kind"] for f in report(tmp_path / "run" / "traces").findings}
     assert not kinds & {"data_loading", "straggler"}
+    # every rank's step times for a sweep's comparison: 8 steps less the warm-up step
+    t = load_timings(tmp_path / "run")
+    assert sorted(t["rank"].unique()) == [0, 1]
+    steps = t[t["op"] == "step"].groupby("rank")["seconds"]
+    assert steps.count().tolist() == [7, 7]
+    assert (steps.min() >= 0.020).all()  # each step computes --work-ms 20 at least
+    assert set(t["app"]) == {"pathologies"}
 
 
 def test_an_unknown_problem_is_refused_with_the_list():

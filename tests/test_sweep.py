@@ -184,6 +184,11 @@ def test_compare_ladder_and_outlier_on_planted_runs(isolated_runs):
     assert rungs["saved_ms"].tolist()[1:] == [10.0, -50.0, 60.0, 10.0]
     plot = sweep.plot()
     assert plot.table["label"].tolist()[0] == "warmup=0"
+    # the same steps as samples for noise_verdict, by label, the running variant left out
+    sweep.mark(4, state="RUNNING")
+    assert sweep.step_samples() == {
+        f"--warmup={i}": [m - 1, m, m + 1] for i, m in enumerate(medians[:4])
+    }
     assert os.path.isfile(sweep.path / "comparison.csv")
 
 

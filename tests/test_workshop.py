@@ -43,7 +43,8 @@ def test_init_writes_a_file_the_notebooks_parameter_cells_read(tmp_path, monkeyp
         f'http_proxy = "{PROXY}"', f'https_proxy = "{PROXY}"',
     ]  # fmt: skip
     for notebook in ("00_quickstart", "03_ddp_with_mpi", "04_profiler_schedules",
-                     "05_reading_traces", "07_affinity_exercise", "08_sequence_parallel_timing"):  # fmt: skip
+                     "05_reading_traces", "07_affinity_exercise", "08_sequence_parallel_timing",
+                     "09_capstone_diagnosis"):  # fmt: skip
         params = _parameters(notebook)
         assert params["system"] == "aurora", notebook
         assert params.get("ranks", params.get("ranks_per_node", 12)) == 12, notebook

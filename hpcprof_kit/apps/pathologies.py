@@ -16,8 +16,13 @@ Problems (``--problem``, comma-separated), each made by real work, not by editin
 - ``allocator_churn``: a large buffer allocated and freed each step, with
   ``empty_cache()`` on a GPU (the caching allocator bypassed).
 
-On the CPU only ``data_loading`` and ``straggler`` can be seen: the others need device
-events, and the report lists them as not applicable there.
+``--problem none`` (or nothing) trains without any: the fixed run of a sweep such as
+``JobSpec(example="pathologies").sweep(**{"--problem": ["data_loading", "none"]})``.
+
+On the CPU only ``data_loading`` and ``straggler`` can be seen in a trace: the others need
+device events, and the report lists them as not applicable there. Every rank writes its
+step times (``timings/pathologies-<rank>-of-<world>.json``, the first step left out as the
+warm-up), so a sweep compares a problem with its fix.
 """
 
 from __future__ import annotations
@@ -31,11 +36,16 @@ from hpcprof_kit.apps._common import (
     flush_print,
     rank_profiler,
     run_main,
+    timing_record,
+    timings_dir,
+    write_timings,
 )
 from hpcprof_kit.errors import SpecError
 
+APP = "pathologies"
 PROBLEMS = ("data_loading", "straggler", "synchronize_in_step", "launch_bound",
             "allocator_churn")  # fmt: skip
+NONE = "none"  # no problem: the fixed run
 
 try:
     from hpcprof_kit.profiling.ranges import record_function
@@ -65,16 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def problems(text: str) -> set[str]:
-    """The ``--problem`` list, checked.
+    """The ``--problem`` list, checked (``none``: no problem).
 
-    >>> sorted(problems("straggler,data_loading"))
-    ['data_loading', 'straggler']
+    >>> sorted(problems("straggler,data_loading")), problems("none")
+    (['data_loading', 'straggler'], set())
     """
-    asked = {p.strip() for p in text.split(",") if p.strip()}
+    asked = {p.strip() for p in text.split(",") if p.strip()} - {NONE}
     unknown = sorted(asked - set(PROBLEMS))
     if unknown:
         raise SpecError(f"--problem {text!r}: {', '.join(unknown)} is not a problem this app "
-                        f"makes; pick from {', '.join(PROBLEMS)}")  # fmt: skip
+                        f"makes; pick from {', '.join(PROBLEMS)} (or {NONE})")  # fmt: skip
     return asked
 
 
@@ -118,12 +128,16 @@ def _train(argv: list[str] | None) -> int:
         model = DDP(torch.nn.Linear(256, 256).to(dev))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         a, b = torch.rand(128, 128, device=dev), torch.rand(128, 128, device=dev)
+        timings: dict[str, list[float]] = {"forward": [], "backward": [], "step": []}
         with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
-            for step, (x, y) in enumerate(loader):
+            start = time.perf_counter()
+            for step, (x, y) in enumerate(loader):  # the batch's wait is in its step
                 x, y = x.to(dev), y.to(dev)
                 with record_function("forward"):
+                    t0 = time.perf_counter()
                     compute(args.work_ms / 2, a, b)
                     loss = torch.nn.functional.mse_loss(model(x), y)
+                    forward = time.perf_counter() - t0
                 if "synchronize_in_step" in asked:
                     value = loss.item()  # waits for the device
                     with record_function("log_metrics"):
@@ -144,11 +158,25 @@ def _train(argv: list[str] | None) -> int:
                     elif dev.type == "xpu":
                         torch.xpu.empty_cache()
                 with record_function("backward"):
+                    t0 = time.perf_counter()
                     compute(args.work_ms / 2, a, b)
                     opt.zero_grad()
                     loss.backward()  # DDP all-reduces the gradients here
+                    backward = time.perf_counter() - t0
                 opt.step()
                 prof.step()
+                end = time.perf_counter()
+                if step > 0:  # the first step warms up (DDP's first all-reduce, allocations)
+                    for name, value in (("forward", forward), ("backward", backward),
+                                        ("step", end - start)):  # fmt: skip
+                        timings[name].append(value)
+                start = end
+        folder = timings_dir(args)
+        if folder is not None:
+            params = {"steps": args.steps, "work_ms": args.work_ms, "problems": sorted(asked)}
+            write_timings(
+                folder, timing_record(APP, info, info.local_rank, "float32", params, timings)
+            )
         if info.rank == 0:
             flush_print(
                 f"pathologies: {args.steps} steps with {', '.join(sorted(asked)) or 'none'}"

@@ -27,7 +27,9 @@ def _spec_options(p: argparse.ArgumentParser) -> None:
     unset = argparse.SUPPRESS  # absent from args unless given: --spec's values stay
     p.add_argument("--spec", metavar="FILE", help="start from a spec.json (or a run directory's)")
     p.add_argument("--system", default=unset, help=system_help("local"))
-    p.add_argument("--example", default=unset, help="train (default), seqpar, affinity or analyze")
+    p.add_argument(
+        "--example", default=unset, help="train (default), seqpar, affinity, pathologies or analyze"
+    )
     p.add_argument("--nodes", type=int, default=unset, help="default 1")
     p.add_argument("--ranks-per-node", type=int, default=unset, help="default 2")
     p.add_argument("--walltime", default=unset, help="HH:MM:SS (default 00:10:00)")

@@ -34,6 +34,12 @@ EXAMPLES: dict[str, Example] = {
         "which CPUs and device each rank got",
         capture_flag=None,
     ),
+    "pathologies": Example(
+        "pathologies",
+        "hpcprof_kit.apps.pathologies",
+        "a DDP loop with the problems you ask for (--problem), or none",
+        capture_flag=None,  # it records with --profile only
+    ),
     "analyze": Example(
         "analyze",
         "hpcprof_kit.apps.analyze",

@@ -277,6 +277,14 @@ class Sweep:
 
         return compare_sweep(self, write=write)
 
+    def step_samples(self) -> dict[str, list[float]]:
+        """Each completed variant's step times (ms, every rank's), by its label: the input of
+        ``noise_verdict(compare_variants(...))``
+        (:func:`hpcprof_kit.jobs.sweep_compare.step_samples`)."""
+        from hpcprof_kit.jobs.sweep_compare import step_samples
+
+        return step_samples(self)
+
     def plot(self) -> Plot:
         """Step time per variant with its p10-p90 spread, and the table it draws."""
         from hpcprof_kit.jobs.sweep_compare import plot_sweep

@@ -192,6 +192,25 @@ def compare_sweep(sweep: Any, write: bool = True) -> pd.DataFrame:
     return table
 
 
+def step_samples(sweep: Any) -> dict[str, list[float]]:
+    """Each completed variant's step times in ms (every rank's timed steps), by its label:
+    what :func:`hpcprof_kit.comparison.compare_variants` and ``noise_verdict`` read, the first
+    variant the baseline."""
+    if sweep.path is None:
+        raise SpecError("this sweep has not run yet; call run() first, then step_samples()")
+    sweep.refresh()
+    done = [e for e in sweep.record()["variants"]
+            if e.get("run_dir") and e.get("state") == "COMPLETED"]  # fmt: skip
+    tables = all_timings([sweep.path / e["run_dir"] for e in done])
+    samples = {}
+    for entry in done:
+        table = tables.get(entry["run_dir"])
+        if table is not None:
+            steps = table.loc[table["kind"] == "total", "seconds"] * 1e3
+            samples[entry["label"]] = [float(x) for x in steps]
+    return samples
+
+
 def ladder(table: pd.DataFrame) -> pd.DataFrame:
     """Each rung's gain over the previous: ``speedup`` (previous median / this one) and the
     milliseconds saved, for sweeps that change one field at a time, in grid order."""

@@ -78,7 +78,7 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
 # The notebooks that show only text and tables: they run in the browser too (no error output,
 # a screenshot each), expected to show no widget and no picture.
 TEXT_ONLY: tuple[str, ...] = (
-    "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi",
+    "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi", "09_capstone_diagnosis",
 )  # fmt: skip
 ALL_NOTEBOOKS: tuple[str, ...] = tuple(sorted((*NOTEBOOKS, *TEXT_ONLY)))
 
