@@ -17,7 +17,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces.event_args import COLUMNS, event_args
+from hpcprof_kit.traces.event_args_table import COLUMNS, event_args
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 
@@ -227,3 +227,14 @@ def test_a_moved_trace_file_says_to_load_again(tmp_path):
     os.remove(path)
     with pytest.raises(TraceFormatError, match="cannot be read now .* load the traces again"):
         event_args(df)
+
+
+def test_traces_event_args_stays_the_function_after_its_module_is_imported():
+    """The report's panes tell users to call traces.event_args(df, kinds=...): importing the
+    module that holds it, in any order, must not turn that name into a module."""
+    import importlib
+
+    from hpcprof_kit import traces
+
+    importlib.import_module(event_args.__module__)
+    assert traces.event_args is event_args and callable(traces.event_args)

@@ -59,7 +59,7 @@ _EXPORTS = {
     "memory_by_op": "memory",
     "memory_peaks": "memory",
     "plot_memory": "memory",
-    "event_args": "event_args",
+    "event_args": "event_args_table",
     "idle_split": "device_idle",
     "launch_stats": "device_idle",
     "launch_summary": "device_idle",
