@@ -161,6 +161,28 @@ def test_slurm_job_that_can_never_run_is_explained_with_slurms_reason(
 
 
 @pytest.mark.slurm
+def test_slurm_submit_wait_on_a_job_that_can_never_run_says_why_and_exits_3(
+    cluster_env, capsys, isolated_runs
+):
+    """A 2-node job on the one-node cluster: Slurm keeps it pending for good, and --wait ends
+    as soon as Slurm says why (no timeout), with that reason, the advice and exit code 3."""
+    code = main(["submit", "--system", "slurm", "--backend", "slurm", "--nodes", "2",
+                 "--ranks-per-node", "1", "--binding", "none", "--wait", "--", "true"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    run = lines[0].removeprefix("run directory: ")
+    job_id = lines[1].removeprefix("job id: ")
+    try:
+        assert code == 3
+        assert lines[2:4] == ["state: QUEUED", f"job {job_id} has not ended: it is QUEUED"]
+        reason = next(ln for ln in lines if ln.startswith("  scheduler's reason: "))
+        said = reason.removeprefix("  scheduler's reason: ").split(" (")[0]
+        assert said in ("PartitionConfig", "PartitionNodeLimit")
+        assert lines[-1] == f"  what to do: {CLI_NEVER_RUNS_ADVICE.format(run=run)}"
+    finally:
+        assert main(["cancel", run]) == 0
+
+
+@pytest.mark.slurm
 def test_slurm_failed_job_is_explained_with_its_stderr_and_slurms_reason(cluster_env, capsys):
     job = submit(tiny("slurm", "bash", "-c", "echo 'no such input' >&2; exit 7"), backend="slurm")
     assert wait_for(job, timeout=60, progress=False) == "FAILED"

@@ -22,6 +22,7 @@ job local-... ended FAILED
 
 from __future__ import annotations
 
+from hpcprof_kit.jobs.backends import can_never_run
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
 __all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "not_started_advice",
@@ -101,8 +102,6 @@ CLI_NEVER_RUNS_ADVICE = (
     "help: cancel it (hpcprof-kit cancel {run}) and submit again with a request that fits: "
     "fewer --nodes, a shorter --walltime, or another --queue"
 )
-# Slurm keeps such a job pending for good (squeue(1): the partition's limits exclude it).
-SLURM_NEVER_RUNS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit")
 NEEDS_RUN = "The cells below read this run's outputs: run them once the job has COMPLETED."
 
 # Why a vendor tracer leaves no report although the job ran to its end, per tool.
@@ -163,16 +162,6 @@ def scheduler_meaning(reason: str, job_id: str = "ID") -> str:
     if reason in SLURM_REASONS:
         return SLURM_REASONS[reason].format(job_id=job_id)
     return next((words for start, words in PBS_COMMENTS.items() if reason.startswith(start)), "")
-
-
-def can_never_run(reason: str | None) -> bool:
-    """Whether a queued job's scheduler reason says it can never start as asked: PBS's
-    ``Can Never Run: ...`` comment, or Slurm's partition-limit reasons.
-
-    >>> can_never_run("Can Never Run: Not enough total nodes available"), can_never_run("Priority")
-    (True, False)
-    """
-    return bool(reason) and (reason.startswith("Can Never Run") or reason in SLURM_NEVER_RUNS)
 
 
 def _scheduler_reason(job) -> str | None:

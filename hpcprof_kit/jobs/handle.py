@@ -19,11 +19,11 @@ from pathlib import Path
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import (
     FINAL_STATES,
-    NEVER_RUNS,
     STATES,
     Backend,
     SchedulerNotAnswering,
     Status,
+    can_never_run,
     get_backend,
 )
 from hpcprof_kit.jobs.backends.pbs_outcome import in_turn
@@ -167,8 +167,9 @@ class Job:
 
 
 def never_runs(manifest: dict) -> bool:
-    """The job is queued and its scheduler says it can never run (PBS ``Can Never Run: ...``)."""
-    return manifest.get("state") == "QUEUED" and manifest.get("comment", "").startswith(NEVER_RUNS)
+    """The job is queued and its scheduler says it can never run (PBS ``Can Never Run: ...``,
+    Slurm's partition-limit reasons)."""
+    return manifest.get("state") == "QUEUED" and can_never_run(manifest.get("comment", ""))
 
 
 def _changes(current: dict, status: Status) -> dict:

@@ -45,6 +45,20 @@ class Status:
 
 # A queued job whose scheduler comment starts so will never start: a wait for it ends.
 NEVER_RUNS = "Can Never Run"
+# Slurm keeps such a job pending for good (squeue(1): the partition's limits exclude it).
+SLURM_NEVER_RUNS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit")
+
+
+def can_never_run(reason: str | None) -> bool:
+    """Whether a queued job's scheduler reason says it can never start as asked: PBS's
+    ``Can Never Run: ...`` comment, or Slurm's partition-limit reasons.
+
+    >>> can_never_run("Can Never Run: Not enough total nodes available"), can_never_run("Priority")
+    (True, False)
+    >>> can_never_run("PartitionNodeLimit")
+    True
+    """
+    return bool(reason) and (reason.startswith(NEVER_RUNS) or reason in SLURM_NEVER_RUNS)
 
 
 class SchedulerNotAnswering(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from hpcprof_kit.jobs.backends import (
@@ -21,6 +22,7 @@ from hpcprof_kit.jobs.backends import (
     COMMAND_TIMEOUT_S,
     SchedulerNotAnswering,
     Status,
+    can_never_run,
     job_environment,
     run_command,
 )
@@ -180,10 +182,12 @@ class SlurmBackend:
 
     def ask(self, job_id: str) -> Status:
         """What Slurm says about the job; ``ENDED`` when it no longer knows it."""
-        live = _ask(["squeue", "-h", "-j", job_id, "-o", "%T %N"], self.command_timeout)
-        words = (live or "").split()
-        if words and words[0] in SLURM_STATES and words[0] != "PREEMPTED":
-            status = state_from_fields({"JobState": words[0], "NodeList": "".join(words[1:2])})
+        live = _ask(["squeue", "-h", "-j", job_id, "-o", "%T|%N|%r"], self.command_timeout)
+        words = [w.strip() for w in (live or "").strip().split("|")] + ["", ""]
+        if words[0] in SLURM_STATES and words[0] != "PREEMPTED":
+            status = state_from_fields({"JobState": words[0], "NodeList": words[1]})
+            if status.state == "QUEUED" and can_never_run(words[2]):
+                return replace(status, comment=words[2])  # pending for good: a wait ends
             if status.state in ("QUEUED", "RUNNING"):
                 return status
         shown = _ask(["scontrol", "show", "job", job_id, "-o"], self.command_timeout)
