@@ -1,6 +1,8 @@
 """The pathologies app under real Hydra mpiexec (2 ranks, gloo, CPU), profiled with the
-kit's profiler flags: the run report names the host-side problems it really made, with the
-slowed rank and steps, and lists the device-only kinds as not applicable on the CPU."""
+kit's profiler flags: the run report names the host-side problems it really made, with their
+ranks and steps (a slow DataLoader, an intermittent straggler, a loop of tiny ops, a large
+buffer made and dropped every step), says why ``.item()`` has nothing to measure on a CPU,
+and a run without problems gets none of them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from hpcprof_kit.traces.run_report import report
 
 PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
            "--prof-repeat", "1"]  # fmt: skip
+RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up step
+HOST_KINDS = {"data_loading", "straggler", "launch_bound", "allocator_churn"}
 
 
 def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
@@ -28,32 +32,60 @@ def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.mpi
-def test_the_report_names_the_slow_dataloader_and_the_intermittent_straggler(mpiexec, tmp_path):
-    done = _run(mpiexec, tmp_path / "run", "--problem", "data_loading,straggler",
-                "--slow-ms", "150", "--loader-ms", "30")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "pathologies: 8 steps with data_loading, straggler" in done.stdout
+def _report(run_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = report(tmp_path / "run" / "traces")
+        return report(run_dir / "traces")
+
+
+@pytest.mark.mpi
+def test_the_report_names_the_slow_dataloader_the_straggler_and_the_tiny_op_loop(mpiexec, tmp_path):
+    # large effects: on a shared host each must beat the steps' own spread (the rules' noise)
+    done = _run(mpiexec, tmp_path / "run", "--problem", "data_loading,straggler,launch_bound",
+                "--slow-ms", "300", "--loader-ms", "80", "--tiny-ops", "8000",
+                "--work-ms", "4")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "pathologies: 8 steps with data_loading, launch_bound, straggler" in done.stdout
+    rep = _report(tmp_path / "run")
     found = {f["kind"]: f for f in rep.findings}
     assert found["data_loading"]["ranks"] == [0, 1]
     assert "waits" in found["data_loading"]["summary"] and "DataLoader" in found["data_loading"][
         "summary"]  # fmt: skip
     assert (found["straggler"]["ranks"], found["straggler"]["steps"]) == ([1], [3, 5])
-    for kind in ("synchronize_in_step", "launch_bound", "allocator_churn"):
-        assert rep.findings.coverage[kind].startswith("not applicable: the trace has no device")
+    tiny = found["launch_bound"]
+    assert (tiny["ranks"], tiny["steps"]) == ([0, 1], RECORDED)
+    assert tiny["evidence"]["ops"][0]["name"] == "aten::mul_"
+    assert tiny["evidence"]["tiny_ops_per_step"] >= 100
+    assert "tiny host ops a step" in tiny["summary"] and "vectorise" in tiny["advice"]
+    assert "allocator_churn" not in found
 
 
 @pytest.mark.mpi
-def test_a_run_without_problems_gets_neither(mpiexec, tmp_path):
+def test_the_report_names_the_buffer_churned_every_step_and_explains_item(mpiexec, tmp_path):
+    done = _run(mpiexec, tmp_path / "run", "--problem", "allocator_churn,synchronize_in_step",
+                "--churn-mb", "40")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rep = _report(tmp_path / "run")
+    found = {f["kind"]: f for f in rep.findings}
+    churn = found["allocator_churn"]
+    assert (churn["ranks"], churn["steps"]) == ([0, 1], RECORDED)
+    assert churn["evidence"]["blocks_per_step"] == 1
+    assert "allocated and freed inside every step" in churn["summary"]
+    assert "jemalloc" in churn["advice"]
+    assert "launch_bound" not in found and "synchronize_in_step" not in found
+    why = rep.findings.coverage["synchronize_in_step"]
+    assert why.startswith("not applicable: the trace has no device events (a CPU-only run): ")
+    assert ".item() on a CPU tensor waits for no device" in why
+
+
+@pytest.mark.mpi
+def test_a_run_without_problems_gets_none_of_them(mpiexec, tmp_path):
     done = _run(mpiexec, tmp_path / "run")
     assert done.returncode == 0, done.stderr
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        kinds = {f["kind"] for f in report(tmp_path / "run" / "traces").findings}
-    assert not kinds & {"data_loading", "straggler"}
+    rep = _report(tmp_path / "run")
+    assert not {f["kind"] for f in rep.findings} & HOST_KINDS
+    # they ran and found nothing: not set aside as "could not run"
+    assert not set(rep.findings.coverage) & HOST_KINDS
 
 
 def test_an_unknown_problem_is_refused_with_the_list():
