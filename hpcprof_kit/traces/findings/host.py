@@ -178,7 +178,8 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
     definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
     "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall. "
     "On a CPU-only run, where the ops are the work: the host time in outermost aten ops "
-    "under 10 µs (their dispatch, not their arithmetic) and the Python between them",
+    "whose median call is under 10 µs (their dispatch, not their arithmetic) and the Python "
+    "between them",
     threshold=5.0,
     unit="% of step",
     noise="its ms per step beat 3 x the run's step-to-step spread; 20 tiny kernels or more "
@@ -233,7 +234,7 @@ def _launch_bound_host(view: RunView) -> list[dict]:
     return [
         finding(
             "launch_bound", ranks, steps, value,
-            f"{evidence['tiny_ops_per_step']} tiny host ops a step (under 10 µs each) take "
+            f"{evidence['tiny_ops_per_step']} tiny host ops a step (under 10 µs a call) take "
             f"{effect:.1f} ms ({value:.1f} %) of the step: the time goes to dispatching ops, "
             "not to their work",
             evidence, gain_ms=effect, advice=CPU_LAUNCH_ADVICE,
@@ -246,12 +247,12 @@ def tiny_op_names(df: pd.DataFrame, ranks: list[int], top: int = 3) -> list[dict
     first, with their count."""
     import numpy as np
 
-    from .host_signals import TINY_OP_NS, host_ops
+    from .host_signals import tiny_ops
 
     df = bare(df)
     rank = df["rank"].to_numpy(dtype=np.int64)
-    rows, _ = host_ops(df, rank, df["device"].to_numpy() >= 0, np.asarray(ranks))
-    rows = rows[(df["dur_ns"].to_numpy()[rows] < TINY_OP_NS) & (df["step"].to_numpy()[rows] >= 0)]
+    rows, _, tiny = tiny_ops(df, rank, df["device"].to_numpy() >= 0, np.asarray(ranks))
+    rows = rows[tiny & (df["step"].to_numpy()[rows] >= 0)]
     names = df["name"].astype(str).to_numpy()[rows]
     counts = sorted(zip(*np.unique(names, return_counts=True), strict=True),
                     key=lambda nc: (-nc[1], nc[0]))  # fmt: skip

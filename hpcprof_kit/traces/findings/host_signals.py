@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 TINY_OP_NS = 10_000  # a host op this short is its dispatch: eager PyTorch spends a few µs each
+# (by the median call of its name: a call the OS preempted is still one of the loop's)
 LOOP_GAP_NS = 10_000  # Python between two tiny ops of one loop; a longer gap ends the loop
 # a host block this large is above glibc's largest mmap threshold (32 MiB on 64-bit): each
 # allocation is a fresh mmap whose pages fault in again on first touch, each free a munmap
@@ -60,15 +61,28 @@ def host_ops(df: pd.DataFrame, rank: np.ndarray, dev: np.ndarray, cpu_ranks: np.
     return rows[top], thread[top]
 
 
-def tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, by) -> list:
-    """Per rank and step: the outermost host ops shorter than ``TINY_OP_NS`` (``tiny_ops``)
-    and the host time they take with the Python between two of them (``tiny_op_ns``)."""
+def tiny_ops(df: pd.DataFrame, rank: np.ndarray, dev: np.ndarray, cpu_ranks: np.ndarray):
+    """Rows of the outermost host ops of ``cpu_ranks`` (by thread and time), their thread, and
+    which are tiny: ops whose name's median call on that rank is under ``TINY_OP_NS`` (so a
+    call stretched by the host preempting it still counts as the loop's)."""
+    import pandas as pd
+
     rows, thread = host_ops(df, rank, dev, cpu_ranks)
-    if rows.size == 0:
-        return []
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
     order = np.lexsort((ts[rows], thread))
     rows, thread = rows[order], thread[order]
-    tiny = dur[rows] < TINY_OP_NS
+    names = df["name"].astype(str).to_numpy()[rows]
+    dur = pd.Series(df["dur_ns"].to_numpy(dtype=np.int64)[rows])
+    typical = dur.groupby([rank[rows], names]).transform("median").to_numpy()
+    return rows, thread, typical < TINY_OP_NS
+
+
+def tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, by) -> list:
+    """Per rank and step: the calls of tiny outermost host ops (``tiny_ops``) and the host
+    time they take with the Python between two of them (``tiny_op_ns``)."""
+    rows, thread, tiny = tiny_ops(df, rank, dev, cpu_ranks)
+    if rows.size == 0:
+        return []
     gap = np.full(rows.size, -1, dtype=np.int64)
     gap[1:] = ts[rows][1:] - (ts[rows] + dur[rows])[:-1]
     follows = np.zeros(rows.size, dtype=bool)
