@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, problems
+from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, main, problems
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.traces.run_report import report
 
@@ -100,3 +100,10 @@ def test_an_unknown_problem_is_refused_with_the_list():
     with pytest.raises(SpecError, match="slow_disk is not a problem this app makes; pick from"):
         problems("data_loading,slow_disk")
     assert build_parser().parse_args(["--problem", ",".join(PROBLEMS)]).problem.count(",") == 4
+
+
+def test_a_buffer_of_no_size_is_refused_with_the_default(capsys):
+    assert main(["--problem", "allocator_churn", "--churn-mb", "0"]) == 2
+    assert "error: --churn-mb 0: at least 1; use the default (--churn-mb 64)" in (
+        capsys.readouterr().err
+    )

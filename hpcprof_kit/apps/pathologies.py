@@ -100,6 +100,11 @@ def _train(argv: list[str] | None) -> int:
     asked = problems(args.problem)
     if args.steps < 1:
         raise SpecError(f"--steps {args.steps}: at least 1 step; use --steps 8")
+    if args.churn_mb < 1 or args.tiny_ops < 1:
+        flag, value = ("--churn-mb", args.churn_mb) if args.churn_mb < 1 else (
+            "--tiny-ops", args.tiny_ops)  # fmt: skip
+        raise SpecError(f"{flag} {value}: at least 1; use the default ({flag} "
+                        f"{build_parser().get_default(flag[2:].replace('-', '_'))})")  # fmt: skip
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
