@@ -171,8 +171,15 @@ def test_a_cpu_only_trace_lists_the_device_kinds_as_not_applicable():
 
     ddp = Path(__file__).parent / "fixtures" / "traces" / "ddp_cpu_2rank"
     found = diagnose(ddp)
-    for kind in ("pageable_copy", "no_tensor_cores", "launch_bound", "allocator_churn"):
+    for kind in ("pageable_copy", "no_tensor_cores", "sync_copy", "synchronize_in_step"):
         assert found.coverage[kind].startswith("not applicable: the trace has no device")
+    # the CPU twins run there: Adam's per-parameter loop (torch's default on the CPU) is ~525
+    # tiny ops a step; the trace was recorded without [memory] events, so no churn rule
+    tiny = next(f for f in found if f["kind"] == "launch_bound")
+    assert tiny["evidence"]["tiny_ops_per_step"] > 500 and "foreach=True" in tiny["advice"]
+    assert {o["name"] for o in tiny["evidence"]["ops"]} == {"aten::add_", "aten::item",
+                                                           "aten::addcdiv_"}  # fmt: skip
+    assert found.coverage["allocator_churn"].startswith("could not run: a CPU-only run shows")
 
 
 def test_the_vocabulary_in_the_docs_is_the_registry():

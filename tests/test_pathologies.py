@@ -1,6 +1,9 @@
 """The pathologies app under real Hydra mpiexec (2 ranks, gloo, CPU), profiled with the
-kit's profiler flags: the run report names the host-side problems it really made, with the
-slowed rank and steps, and lists the device-only kinds as not applicable on the CPU."""
+kit's profiler flags: the run report names the host-side problems it really made, with their
+ranks and steps (a slow DataLoader, an intermittent straggler, a loop of tiny ops, a large
+buffer made and dropped every step), says why ``.item()`` has nothing to measure on a CPU,
+and a run without problems gets none of them. Problems whose spreads would hide each other
+on a shared host run apart."""
 
 from __future__ import annotations
 
@@ -11,13 +14,15 @@ import warnings
 
 import pytest
 
-from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, problems
+from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, main, problems
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.timing import load_timings
 from hpcprof_kit.traces.run_report import report
 
 PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
            "--prof-repeat", "1"]  # fmt: skip
+RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up step
+HOST_KINDS = {"data_loading", "straggler", "launch_bound", "allocator_churn"}
 
 
 def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
@@ -29,33 +34,68 @@ def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _report(run_dir):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return report(run_dir / "traces")
+
+
 @pytest.mark.mpi
 def test_the_report_names_the_slow_dataloader_and_the_intermittent_straggler(mpiexec, tmp_path):
     done = _run(mpiexec, tmp_path / "run", "--problem", "data_loading,straggler",
                 "--slow-ms", "150", "--loader-ms", "30")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "pathologies: 8 steps with data_loading, straggler" in done.stdout
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rep = report(tmp_path / "run" / "traces")
-    found = {f["kind"]: f for f in rep.findings}
-    assert found["data_loading"]["ranks"] == [0, 1]
+    found = {f["kind"]: f for f in _report(tmp_path / "run").findings}
+    assert (found["data_loading"]["ranks"], found["data_loading"]["steps"]) == ([0, 1], RECORDED)
     assert "waits" in found["data_loading"]["summary"] and "DataLoader" in found["data_loading"][
         "summary"]  # fmt: skip
     assert (found["straggler"]["ranks"], found["straggler"]["steps"]) == ([1], [3, 5])
-    for kind in ("synchronize_in_step", "launch_bound", "allocator_churn"):
-        assert rep.findings.coverage[kind].startswith("not applicable: the trace has no device")
+    assert not {"launch_bound", "allocator_churn"} & set(found)
+
+
+# a loop of tiny ops stretches with the host's load, so it runs apart from the sleeps above,
+# whose effect would drown in its spread on a shared host
+@pytest.mark.mpi
+def test_the_report_names_the_tiny_op_loop_and_explains_item(mpiexec, tmp_path):
+    done = _run(mpiexec, tmp_path / "run", "--problem", "launch_bound,synchronize_in_step",
+                "--tiny-ops", "2000")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rep = _report(tmp_path / "run")
+    found = {f["kind"]: f for f in rep.findings}
+    tiny = found["launch_bound"]
+    assert (tiny["ranks"], tiny["steps"]) == ([0, 1], RECORDED)
+    assert tiny["evidence"]["ops"][0] == {"name": "aten::mul_", "count": 2000 * 7 * 2}
+    assert tiny["evidence"]["tiny_ops_per_step"] >= 2000
+    assert "tiny host ops a step" in tiny["summary"] and "vectorise" in tiny["advice"]
+    assert not {"allocator_churn", "synchronize_in_step"} & set(found)
+    why = rep.findings.coverage["synchronize_in_step"]
+    assert why.startswith("not applicable: the trace has no device events (a CPU-only run): ")
+    assert ".item() on a CPU tensor waits for no device" in why
 
 
 @pytest.mark.mpi
-def test_a_run_without_problems_gets_neither_and_writes_its_step_times(mpiexec, tmp_path):
+def test_the_report_names_the_buffer_churned_every_step(mpiexec, tmp_path):
+    done = _run(mpiexec, tmp_path / "run", "--problem", "allocator_churn", "--churn-mb", "40")
+    assert done.returncode == 0, done.stderr
+    found = {f["kind"]: f for f in _report(tmp_path / "run").findings}
+    churn = found["allocator_churn"]
+    assert (churn["ranks"], churn["steps"]) == ([0, 1], RECORDED)
+    assert churn["evidence"]["blocks_per_step"] == 1
+    assert "allocated and freed inside every step" in churn["summary"]
+    assert "jemalloc" in churn["advice"]
+    assert "launch_bound" not in found
+
+
+@pytest.mark.mpi
+def test_a_run_without_problems_gets_none_of_them_and_writes_its_step_times(mpiexec, tmp_path):
     done = _run(mpiexec, tmp_path / "run", "--problem", "none")
     assert done.returncode == 0, done.stderr
     assert "pathologies: 8 steps with none" in done.stdout
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        kinds = {f["kind"] for f in report(tmp_path / "run" / "traces").findings}
-    assert not kinds & {"data_loading", "straggler"}
+    rep = _report(tmp_path / "run")
+    assert not {f["kind"] for f in rep.findings} & HOST_KINDS
+    # they ran and found nothing: not set aside as "could not run"
+    assert not set(rep.findings.coverage) & HOST_KINDS
     # every rank's step times for a sweep's comparison: 8 steps less the warm-up step
     t = load_timings(tmp_path / "run")
     assert sorted(t["rank"].unique()) == [0, 1]
@@ -69,3 +109,10 @@ def test_an_unknown_problem_is_refused_with_the_list():
     with pytest.raises(SpecError, match="slow_disk is not a problem this app makes; pick from"):
         problems("data_loading,slow_disk")
     assert build_parser().parse_args(["--problem", ",".join(PROBLEMS)]).problem.count(",") == 4
+
+
+def test_a_buffer_of_no_size_is_refused_with_the_default(capsys):
+    assert main(["--problem", "allocator_churn", "--churn-mb", "0"]) == 2
+    assert "error: --churn-mb 0: at least 1; use the default (--churn-mb 64)" in (
+        capsys.readouterr().err
+    )

@@ -12,17 +12,21 @@ Problems (``--problem``, comma-separated), each made by real work, not by editin
   only (an intermittent straggler; the others wait in the all-reduce);
 - ``synchronize_in_step``: ``loss.item()`` between forward and backward, then ``--log-ms``
   of host-side work (the device waits on a GPU);
-- ``launch_bound``: ``--tiny-ops`` tiny in-place ops a step, one launch each;
-- ``allocator_churn``: a large buffer allocated and freed each step, with
-  ``empty_cache()`` on a GPU (the caching allocator bypassed).
+- ``launch_bound``: ``--tiny-ops`` tiny in-place ops a step, one launch each (on the CPU,
+  one dispatch each: the step's time goes to dispatching, not to arithmetic);
+- ``allocator_churn``: a ``--churn-mb`` buffer allocated, written and freed each step, with
+  ``empty_cache()`` on a GPU (the caching allocator bypassed; on the CPU each is a fresh
+  ``mmap`` whose pages fault in again).
 
 ``--problem none`` (or nothing) trains without any: the fixed run of a sweep such as
-``JobSpec(example="pathologies").sweep(**{"--problem": ["data_loading", "none"]})``.
+``JobSpec(example="pathologies").sweep(**{"--problem": ["data_loading", "none"]})``. Every
+rank writes its step times (``timings/pathologies-<rank>-of-<world>.json``, the first step
+left out as the warm-up), so a sweep compares a problem with its fix.
 
-On the CPU only ``data_loading`` and ``straggler`` can be seen in a trace: the others need
-device events, and the report lists them as not applicable there. Every rank writes its
-step times (``timings/pathologies-<rank>-of-<world>.json``, the first step left out as the
-warm-up), so a sweep compares a problem with its fix.
+On the CPU the report names all of them but ``synchronize_in_step``: there ``.item()``
+waits for no device, and the report lists that kind as not applicable. ``allocator_churn``
+is seen there in the ``[memory]`` events, which the profiler records by default
+(``--profile-memory``); without them the report says that rule could not run.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slow-steps", default="3,5", help="straggler: steps (from 0)")
     p.add_argument("--slow-ms", type=float, default=15.0, help="straggler: extra compute, ms")
     p.add_argument("--log-ms", type=float, default=8.0, help="synchronize_in_step: host ms")
-    p.add_argument("--tiny-ops", type=int, default=300, help="launch_bound: tiny ops a step")
+    p.add_argument("--tiny-ops", type=int, default=1000, help="launch_bound: tiny ops a step")
+    p.add_argument("--churn-mb", type=int, default=64, help="allocator_churn: MiB a step")
     add_common_args(p)
     add_profiling_args(p)
     return p
@@ -105,6 +110,11 @@ def _train(argv: list[str] | None) -> int:
     asked = problems(args.problem)
     if args.steps < 1:
         raise SpecError(f"--steps {args.steps}: at least 1 step; use --steps 8")
+    if args.churn_mb < 1 or args.tiny_ops < 1:
+        flag, value = ("--churn-mb", args.churn_mb) if args.churn_mb < 1 else (
+            "--tiny-ops", args.tiny_ops)  # fmt: skip
+        raise SpecError(f"{flag} {value}: at least 1; use the default ({flag} "
+                        f"{build_parser().get_default(flag[2:].replace('-', '_'))})")  # fmt: skip
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
@@ -151,8 +161,8 @@ def _train(argv: list[str] | None) -> int:
                     for _ in range(args.tiny_ops):
                         t.mul_(1.0001)  # one tiny kernel per op
                 if "allocator_churn" in asked:
-                    buf = torch.empty(64 << 20, dtype=torch.uint8, device=dev)
-                    del buf
+                    buf = torch.ones(args.churn_mb << 20, dtype=torch.uint8, device=dev)
+                    del buf  # a scratch buffer made, written and dropped every step
                     if dev.type == "cuda":
                         torch.cuda.empty_cache()  # the next allocation calls cudaMalloc
                     elif dev.type == "xpu":

@@ -8,7 +8,9 @@ One module per rule family, each rule one function registered with its kind, def
 threshold, noise test and advice (:data:`RULES`): ``ranks`` (straggler, one rank traced),
 ``steps`` (warmup, variance), ``comm`` (exposed, small, slow collectives), ``host`` (device
 idle, DataLoader, syncs, launches, short kernels), ``copies`` (pageable, blocking),
-``alloc`` (allocator churn), ``kernels`` (tensor cores, graph breaks). To add a rule: write
+``alloc`` (allocator churn), ``kernels`` (tensor cores, graph breaks). On a CPU-only run
+``launch_bound`` and ``allocator_churn`` read the host's own signals (``host_signals``: loops
+of tiny aten ops, large host blocks freed in their step). To add a rule: write
 its function in the family's module with ``@rule(...)`` and add its kind to
 ``FINDING_KINDS``.
 

@@ -33,7 +33,8 @@ TRUNCATED_SHARE = 0.5
 class Rule:
     """One diagnosis rule: ``kind``, what it measures (``definition``), its ``threshold`` in
     ``unit``, the ``noise`` test in words, the ``advice`` it gives, what it ``needs`` to run
-    (``steps``, ``device``, ``ranks``, ``min_steps:N``, or signal columns) and ``check``."""
+    (``steps``, ``device``, ``ranks``, ``min_steps:N``, or signal columns) and ``check``;
+    ``no_device``, when the rule needs a device, says why a CPU-only run has nothing for it."""
 
     kind: str
     definition: str
@@ -43,17 +44,19 @@ class Rule:
     advice: str
     needs: tuple[str, ...]
     check: Callable[[RunView], list[dict]]
+    no_device: str = ""
 
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(kind: str, *, definition: str, threshold: float, unit: str, noise: str, advice: str,
-         needs: tuple[str, ...] = ()) -> Callable:  # fmt: skip
+         needs: tuple[str, ...] = (), no_device: str = "") -> Callable:  # fmt: skip
     """Register ``check`` as the rule of ``kind`` (a decorator)."""
 
     def register(check: Callable[[RunView], list[dict]]) -> Callable[[RunView], list[dict]]:
-        RULES[kind] = Rule(kind, definition, threshold, unit, noise, advice, needs, check)
+        RULES[kind] = Rule(kind, definition, threshold, unit, noise, advice, needs, check,
+                           no_device)  # fmt: skip
         return check
 
     return register
@@ -165,11 +168,21 @@ def needs_met(r: Rule, view: RunView) -> str | None:
                 have = f"{view.n_steps} whole step" + ("s" if view.n_steps != 1 else "")
                 return f"too few steps to say ({have}, {least} needed)"
         if need == "device" and not view.on_device:
-            return "not applicable: the trace has no device events (a CPU-only run)"
+            why = "not applicable: the trace has no device events (a CPU-only run)"
+            return f"{why}: {r.no_device}" if r.no_device else why
         if need == "ranks" and view.b["rank"].nunique() < 2:
             return "not applicable: one rank traced, nothing to compare it with"
         if need.startswith("sig:") and need[4:] not in view.sig.columns:
             return f"could not run: the run's signals lack {need[4:]!r} (made by an older kit)"
+    return None
+
+
+def lacks(view: RunView, *columns: str) -> str | None:
+    """Why a rule reading ``columns`` of the signals cannot run (made by an older kit), or
+    None when the signals have them all."""
+    missing = [c for c in columns if c not in view.sig.columns]
+    if missing:
+        return f"could not run: the run's signals lack {missing[0]!r} (made by an older kit)"
     return None
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpcprof_kit.traces.breakdown import bare, text_test
 
-from .base import RULES, RunView, finding, pct, rule, share_rule
+from .base import RULES, RunView, finding, lacks, pct, rule, share_rule
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -122,6 +122,9 @@ def data_loading(view: RunView) -> list[dict]:
     advice="Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step, or "
     "do them every N steps; keep metrics on the device.",
     needs=("steps", "device", "sig:sync_idle_ns"),
+    no_device=".item() on a CPU tensor waits for no device, so the sync itself costs nothing; "
+    "the host work around it is step time like any other (the breakdown's host part, the "
+    "operators pane)",
 )
 def synchronize_in_step(view: RunView) -> list[dict]:
     calls = view.per_step("sync_calls")
@@ -160,19 +163,40 @@ def synchronize_in_step(view: RunView) -> list[dict]:
     ]  # fmt: skip
 
 
+CPU_LAUNCH_ADVICE = (
+    "Fewer, larger ops: vectorise the Python loop into whole-tensor ops (one op over all the "
+    "elements instead of one per element or per iteration); give the optimizer foreach=True "
+    "or fused=True (on the CPU torch defaults to a loop over the parameters, a few tiny ops "
+    "each); torch.compile the loop so it runs as one fused kernel; a larger batch spreads the "
+    "per-op overhead."
+)
+TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a training step
+
+
 @rule(
     "launch_bound",
     definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
-    "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall",
+    "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall. "
+    "On a CPU-only run, where the ops are the work: the host time in outermost aten ops "
+    "whose median call is under 10 µs (their dispatch, not their arithmetic) and the Python "
+    "between them",
     threshold=5.0,
     unit="% of step",
-    noise="its ms per step beat 3 x the run's step-to-step spread; 20 tiny kernels or more",
+    noise="its ms per step beat 3 x the run's step-to-step spread; 20 tiny kernels or more "
+    "(on the CPU: 100 tiny ops or more) a step",
     advice="Fewer, larger kernels: torch.compile (fusion), CUDA/XPU graphs "
     "(torch.cuda.graphs, mode='reduce-overhead'), foreach/fused optimizers "
     "(torch.optim.AdamW(fused=True)), a larger batch.",
-    needs=("device", "sig:launch_idle_ns"),
 )
 def launch_bound(view: RunView) -> list[dict]:
+    why = lacks(view, "launch_idle_ns" if view.on_device else "tiny_op_ns")
+    if why is not None:
+        view.coverage["launch_bound"] = why
+        return []
+    return _launch_bound_device(view) if view.on_device else _launch_bound_host(view)
+
+
+def _launch_bound_device(view: RunView) -> list[dict]:
     if float(view.per_step("tiny_kernels").median()) < 20:
         return []
     hit = share_rule(view, "launch_bound", "launch_idle_ns")
@@ -191,6 +215,48 @@ def launch_bound(view: RunView) -> list[dict]:
             evidence, gain_ms=effect,
         )
     ]  # fmt: skip
+
+
+def _launch_bound_host(view: RunView) -> list[dict]:
+    """The CPU twin: a step whose time goes to many tiny host ops, each its dispatch."""
+    if float(view.per_step("tiny_ops").median()) < TINY_OPS:
+        return []
+    hit = share_rule(view, "launch_bound", "tiny_op_ns")
+    if hit is None:
+        return []
+    value, effect, ranks, steps = hit
+    evidence: dict[str, Any] = {
+        "tiny_ops_per_step": int(view.per_step("tiny_ops").median()),
+        "host_ms_in_them_per_step": round(effect, 3),
+    }
+    if view.df is not None:
+        evidence["ops"] = tiny_op_names(view.df, ranks)
+    return [
+        finding(
+            "launch_bound", ranks, steps, value,
+            f"{evidence['tiny_ops_per_step']} tiny host ops a step (under 10 µs a call) take "
+            f"{effect:.1f} ms ({value:.1f} %) of the step: the time goes to dispatching ops, "
+            "not to their work",
+            evidence, gain_ms=effect, advice=CPU_LAUNCH_ADVICE,
+        )
+    ]  # fmt: skip
+
+
+def tiny_op_names(df: pd.DataFrame, ranks: list[int], top: int = 3) -> list[dict]:
+    """The names of the tiny outermost host ops of ``ranks`` inside steps, most frequent
+    first, with their count."""
+    import numpy as np
+
+    from .host_signals import tiny_ops
+
+    df = bare(df)
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    rows, _, tiny = tiny_ops(df, rank, df["device"].to_numpy() >= 0, np.asarray(ranks))
+    rows = rows[tiny & (df["step"].to_numpy()[rows] >= 0)]
+    names = df["name"].astype(str).to_numpy()[rows]
+    counts = sorted(zip(*np.unique(names, return_counts=True), strict=True),
+                    key=lambda nc: (-nc[1], nc[0]))  # fmt: skip
+    return [{"name": str(n), "count": int(c)} for n, c in counts[:top]]
 
 
 @rule(

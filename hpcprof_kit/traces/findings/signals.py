@@ -15,6 +15,7 @@ import numpy as np
 
 from hpcprof_kit.traces.breakdown import bare, text_test
 
+from . import host_signals as H
 from . import names as N
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +31,8 @@ NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls",
            "kernel_ns", "loader_ns", "loader_idle_ns", "named_copies", "pageable_ns",
            "pageable_bytes", "d2h_block_ns", "d2h_bytes", "alloc_calls", "alloc_ns",
            "launch_idle_ns", "tiny_kernels", "gemm_ns", "fp32_gemm_ns", "colls", "sized_colls",
-           "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns"]  # fmt: skip
+           "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns", "tiny_ops",
+           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns"]  # fmt: skip
 SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, "region_names"]
 
 
@@ -73,7 +75,9 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     blocked in device-to-host copies (ns, bytes), device allocations and frees (calls, ns),
     the device idle before tiny kernels (launch pacing), GEMM time and its fp32 part, and
     collectives (count, with known size, small ones and their ns, the big ones' bus bytes
-    and ns). ``meta`` (default ``df.attrs["ranks"]``) names the files the arguments are read
+    and ns); on a rank without a device, its loops of tiny host ops and the large host
+    blocks it allocates and frees inside a step (:mod:`.host_signals`). ``meta`` (default
+    ``df.attrs["ranks"]``) names the files the arguments are read
     from, unless ``args`` (:func:`~hpcprof_kit.traces.findings.args.run_args`) is given."""
     import pandas as pd
 
@@ -143,6 +147,10 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     parts += [_by(rank[alloc], step[alloc], 1, "alloc_calls"),
               _by(rank[alloc], step[alloc], dur[alloc], "alloc_ns")]  # fmt: skip
     parts += _launch_gaps(rank, step, ts, dur, gpu)
+    cpu_ranks = np.setdiff1d(np.unique(rank), rank[dev])  # no device: the aten ops are the work
+    if cpu_ranks.size:
+        parts += H.tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, _by)
+        parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
     parts += _gemms(rank, step, dur, gpu, has, ext, meta, args)
     parts += _collectives(rank, step, dur, corr, track, dev, cargs)
     out = pd.concat(parts, axis=1) if parts else pd.DataFrame(
