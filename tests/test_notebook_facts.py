@@ -124,3 +124,33 @@ def test_notebook_09_names_every_problem_the_corpus_plants_and_stores_the_sweep_
         "python3 -m hpcprof_kit.apps.pathologies --steps 16 --loader-ms 40 --problem none"
         in preview
     )
+
+
+def test_notebook_03_prints_whole_lines_and_hydras_label_flag_labels_each_rank(mpiexec):
+    """03's script prints one whole line per rank (one f-string, flush=True), and the Hydra
+    flag it names for labels, `mpiexec -l`, labels each rank's output with the real launcher."""
+    import ast
+    import subprocess
+    import sys
+
+    nb = _nb("03_ddp_with_mpi.ipynb")
+    script = next(c.source for c in nb.cells if c.source.startswith("%%writefile my_ddp.py"))
+    tree = ast.parse(script.split("\n", 1)[1])
+    prints = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "id", "") == "print"]  # fmt: skip
+    assert len(prints) == 1 and len(prints[0].args) == 1
+    assert isinstance(prints[0].args[0], ast.JoinedStr)
+    assert any(k.arg == "flush" and k.value.value is True for k in prints[0].keywords)
+    text = _text(nb)
+    for flag in ("`mpiexec -l`", "`mpiexec --label\n--line-buffer`", "`srun --label`"):
+        assert flag in text
+    code = "import os; print(f\"rank={os.environ['PMI_RANK']}\", flush=True)"
+    done = subprocess.run([mpiexec, "-l", "-n", "2", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    # each line starts with its rank's label (this Hydra also labels the line's end: "[0] ")
+    lines = sorted(done.stdout.splitlines())
+    assert [re.fullmatch(r"\[(\d)\] rank=\1(?:\[\1\] )?", ln) is not None for ln in lines] == [
+        True,
+        True,
+    ], lines
+    assert [ln[:10] for ln in lines] == ["[0] rank=0", "[1] rank=1"]
