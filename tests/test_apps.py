@@ -75,8 +75,7 @@ def test_train_two_ranks_writes_timings_and_profiler_traces(mpiexec, tmp_path):
     assert traces == ["trace-0-of-2.json", "trace-1-of-2.json"]
     info = json.loads((run_dir / "traces" / "trace-1-of-2.json").read_text())["distributedInfo"]
     assert (info["rank"], info["world_size"], info["backend"]) == (1, 2, "gloo")
-    print(f"train, 2 ranks: {wall:.1f} s wall")
-    assert wall < 60  # generous cap on a shared 2-core machine; the measured figure is reported
+    print(f"train, 2 ranks: {wall:.1f} s wall")  # reported, never asserted: it follows the load
 
 
 @pytest.mark.mpi
@@ -96,8 +95,7 @@ def test_seqpar_two_ranks_times_each_operation(mpiexec, tmp_path):
         assert all(len(v) == 5 for v in rec["timings"].values())
         parts = sum(rec["timings"][op][0] for op in seqpar.OPS[:4])
         assert rec["timings"]["step"][0] == pytest.approx(parts, rel=1e-6)
-    print(f"seqpar, 2 ranks: {wall:.1f} s wall")
-    assert wall < 60
+    print(f"seqpar, 2 ranks: {wall:.1f} s wall")  # reported, never asserted: it follows the load
 
 
 @pytest.mark.mpi
