@@ -110,8 +110,13 @@ def test_status_of_a_submission_qsub_refused_standin_shows_qsubs_own_line(
 
 
 def test_explain_a_failed_local_run_in_the_commands_words(isolated_runs, capsys):
+    # Each rank writes its line, then waits for the other's (a file each in the run directory)
+    # before it exits: a rank that exits first makes Hydra close the other's output, whose
+    # write then dies of SIGPIPE (exit 141) instead of ending with the program's own 3.
+    both = ('echo "rank $PMI_RANK: no such input" >&2; touch "wrote.$PMI_RANK"; '
+            "until [ -e wrote.0 ] && [ -e wrote.1 ]; do sleep 0.05; done; exit 3")  # fmt: skip
     words = ["submit", "--system", "local", "--ranks-per-node", "2", "--binding", "none",
-             "--wait", "--", "bash", "-c", "echo \"rank $PMI_RANK: no such input\" >&2; exit 3"]  # fmt: skip
+             "--wait", "--", "bash", "-c", both]  # fmt: skip
     assert main(words) == 1
     out = capsys.readouterr().out.splitlines()
     run = out[0].removeprefix("run directory: ")
