@@ -38,28 +38,38 @@ def _with_rows(df: pd.DataFrame, args: pd.DataFrame) -> pd.DataFrame:
     return args.join(df[["track", "name", "rank", "step"]])
 
 
+GLOO_RUN = """
+import sys
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+
+out = sys.argv[1]
+dist.init_process_group("gloo", init_method=f"file://{out}/store", rank=0, world_size=1)
+try:
+    x, y = torch.ones(1000), torch.ones(64, 32, dtype=torch.bfloat16)
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        dist.all_reduce(x)
+        dist.all_reduce(y)
+        torch.mm(a, b)
+finally:
+    dist.destroy_process_group()
+prof.export_chrome_trace(f"{out}/train-0-of-1.json")
+"""
+
+
 @pytest.fixture(scope="module")
 def gloo_run(tmp_path_factory):
     """A real torch.profiler run (CPU, record_shapes=True) of two gloo all-reduces (1000
-    floats, 64x32 bf16) and a matmul, in a one-rank process group."""
-    import torch
-    import torch.distributed as dist
-    from torch.profiler import ProfilerActivity, profile
+    floats, 64x32 bf16) and a matmul, in a one-rank process group: in a process of its own,
+    so no state an earlier test left in this worker's torch changes what is recorded."""
+    import subprocess
+    import sys
 
     out = tmp_path_factory.mktemp("gloo")
-    dist.init_process_group("gloo", init_method=f"file://{out / 'store'}", rank=0, world_size=1)
-    try:
-        x, y = torch.ones(1000), torch.ones(64, 32, dtype=torch.bfloat16)
-        a, b = torch.randn(8, 16), torch.randn(16, 4)
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-            dist.all_reduce(x)
-            dist.all_reduce(y)
-            torch.mm(a, b)
-    finally:
-        dist.destroy_process_group()
-    path = out / "train-0-of-1.json"
-    prof.export_chrome_trace(str(path))
-    return path
+    subprocess.run([sys.executable, "-c", GLOO_RUN, str(out)], check=True, timeout=300)
+    return out / "train-0-of-1.json"
 
 
 def test_gloo_collectives_are_sized_from_their_recorded_inputs(gloo_run):
