@@ -43,6 +43,7 @@ IMPLIED = {
     "straggler": set(),
 }
 SHARED = HERE.parent.parent / "shared" / "traces"
+RECORDED = HERE.parent / "tests" / "fixtures" / "traces" / "gpu_pathologies"
 
 
 def diagnose(path: Path):
@@ -168,6 +169,32 @@ def real_traces() -> None:
             print(f"      {kind}: {why}")
 
 
+def recorded_runs() -> None:
+    """The kit's own runs recorded on a GPU (the pathologies app, README beside them): per run,
+    what was planted, what the report named, and any other finding: implied by a planted one,
+    or not planted (true or false: read it against the trace)."""
+    import json
+
+    cases = json.loads((RECORDED / "cases.json").read_text())
+    print(f"\nrecorded GPU runs ({len(cases)}, {RECORDED.relative_to(HERE.parent)}):")
+    print(f"  {'run':<20} {'ranks':>5}  {'planted':<46} {'named':<8} other findings")
+    named = planted_total = spurious = 0
+    for case in cases:
+        flags = case["flags"]
+        planted = {p for p in flags[flags.index("--problem") + 1].split(",") if p != "none"}
+        found = {f["kind"]: f for f in diagnose(RECORDED / case["case"] / "traces")}
+        hit = {k for k in planted if k in found}
+        allowed = set().union(*(IMPLIED.get(k, set()) for k in planted)) if planted else set()
+        other = sorted(set(found) - planted)
+        spurious += len([k for k in other if k not in allowed])
+        named, planted_total = named + len(hit), planted_total + len(planted)
+        text = ", ".join(f"{k}{'' if k in allowed else ' (not planted)'}" for k in other) or "-"
+        print(f"  {case['case']:<20} {case['ranks']:>5}  {','.join(sorted(planted)) or 'none':<46} "
+              f"{len(hit)}/{len(planted):<6} {text}")  # fmt: skip
+    print(f"  named {named} of {planted_total} planted problems; findings of kinds not planted "
+          f"nor implied: {spurious} (read each against its trace)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--first", type=int, default=1000, help="first seed (default 1000)")
@@ -187,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.perf_counter() - t0:.0f} s)")
     if not a.no_real:
         real_traces()
+        recorded_runs()
     return 0
 
 

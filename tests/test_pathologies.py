@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from hpcprof_kit.apps.pathologies import PROBLEMS, build_parser, main, problems
+from hpcprof_kit.apps.pathologies import PROBLEMS, main, problems
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.timing import load_timings
 from hpcprof_kit.traces.run_report import report
@@ -108,7 +108,25 @@ def test_a_run_without_problems_gets_none_of_them_and_writes_its_step_times(mpie
 def test_an_unknown_problem_is_refused_with_the_list():
     with pytest.raises(SpecError, match="slow_disk is not a problem this app makes; pick from"):
         problems("data_loading,slow_disk")
-    assert build_parser().parse_args(["--problem", ",".join(PROBLEMS)]).problem.count(",") == 4
+    assert problems(",".join(PROBLEMS)) == set(PROBLEMS)
+    assert len(PROBLEMS) == 8
+
+
+def test_a_device_problem_on_the_cpu_is_refused_naming_what_runs_here(capsys):
+    assert main(["--problem", "data_loading,pageable_copy", "--device", "cpu", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --problem pageable_copy: needs a GPU or XPU" in err
+    assert (
+        "this run is on the CPU; pick from data_loading, straggler, synchronize_in_step, "
+        "launch_bound, allocator_churn here" in err
+    )
+
+
+def test_a_copy_of_no_size_is_refused_with_the_default(capsys):
+    assert main(["--problem", "sync_copy", "--copy-mb", "0"]) == 2
+    assert (
+        "error: --copy-mb 0: at least 1; use the default (--copy-mb 64)" in capsys.readouterr().err
+    )
 
 
 def test_a_buffer_of_no_size_is_refused_with_the_default(capsys):

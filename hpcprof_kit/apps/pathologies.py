@@ -18,6 +18,19 @@ Problems (``--problem``, comma-separated), each made by real work, not by editin
   ``empty_cache()`` on a GPU (the caching allocator bypassed; on the CPU each is a fresh
   ``mmap`` whose pages fault in again).
 
+On a GPU (or XPU) three more, which need a device:
+
+- ``pageable_copy``: each step copies a ``--copy-mb`` batch from pageable host memory (the fix:
+  ``pin_memory()`` and ``non_blocking=True``);
+- ``sync_copy``: each step copies ``--copy-mb`` of results back to the host with ``.cpu()``,
+  which waits for the device;
+- ``no_tensor_cores``: the step's matrix work in float32 with TF32 off, where the fixed run
+  uses bfloat16 (the same products, on the tensor cores or XMX).
+
+On a device the step's compute is matrix products queued on it (their number measured once
+to last ``--work-ms``), not a clock on the host, so the device has work and the host runs
+ahead as in real training.
+
 ``--problem none`` (or nothing) trains without any: the fixed run of a sweep such as
 ``JobSpec(example="pathologies").sweep(**{"--problem": ["data_loading", "none"]})``. Every
 rank writes its step times (``timings/pathologies-<rank>-of-<world>.json``, the first step
@@ -48,7 +61,8 @@ from hpcprof_kit.errors import SpecError
 
 APP = "pathologies"
 PROBLEMS = ("data_loading", "straggler", "synchronize_in_step", "launch_bound",
-            "allocator_churn")  # fmt: skip
+            "allocator_churn", "pageable_copy", "sync_copy", "no_tensor_cores")  # fmt: skip
+DEVICE_ONLY = ("pageable_copy", "sync_copy", "no_tensor_cores")  # nothing to see on a CPU
 NONE = "none"  # no problem: the fixed run
 
 try:
@@ -74,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-ms", type=float, default=8.0, help="synchronize_in_step: host ms")
     p.add_argument("--tiny-ops", type=int, default=1000, help="launch_bound: tiny ops a step")
     p.add_argument("--churn-mb", type=int, default=64, help="allocator_churn: MiB a step")
+    p.add_argument("--copy-mb", type=int, default=64, help="pageable_copy, sync_copy: MiB a step")
     add_common_args(p)
     add_profiling_args(p)
     return p
@@ -94,10 +109,46 @@ def problems(text: str) -> set[str]:
 
 
 def compute(ms: float, a, b) -> None:
-    """Real matrix work for ``ms`` milliseconds (how long, not how much: steady on any host)."""
+    """Real matrix work for ``ms`` milliseconds of this host's time (how long, not how much:
+    steady on any host)."""
     end = time.perf_counter() + ms / 1e3
     while time.perf_counter() < end:
         a @ b
+
+
+class Work:
+    """The step's matrix work: on the CPU by the clock (:func:`compute`); on a device, a number
+    of products queued on it, measured once to last about ``ms`` there, so the host runs ahead
+    and the device computes, as in training."""
+
+    def __init__(self, torch, dev, fp32: bool = False):
+        self.dev = dev
+        if dev.type == "cpu":
+            self.a, self.b = torch.rand(128, 128), torch.rand(128, 128)
+            return
+        # bfloat16 runs on the tensor cores (XMX on Intel); float32 with TF32 off does not
+        dtype = torch.float32 if fp32 else torch.bfloat16
+        self.a = torch.rand(4096, 4096, device=dev, dtype=torch.bfloat16)
+        self.b = torch.rand(4096, 4096, device=dev, dtype=torch.bfloat16)
+        self.ms_each = self._measure(torch)  # measured in bfloat16: the same count in fp32
+        self.a, self.b = self.a.to(dtype), self.b.to(dtype)  # is the same work, slower
+
+    def _measure(self, torch) -> float:
+        sync = getattr(torch, self.dev.type).synchronize
+        self.a @ self.b
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(20):
+            self.a @ self.b
+        sync()
+        return (time.perf_counter() - t0) / 20 * 1e3
+
+    def __call__(self, ms: float) -> None:
+        if self.dev.type == "cpu":
+            compute(ms, self.a, self.b)
+            return
+        for _ in range(max(1, round(ms / self.ms_each))):
+            self.a @ self.b
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,17 +161,20 @@ def _train(argv: list[str] | None) -> int:
     asked = problems(args.problem)
     if args.steps < 1:
         raise SpecError(f"--steps {args.steps}: at least 1 step; use --steps 8")
-    if args.churn_mb < 1 or args.tiny_ops < 1:
-        flag, value = ("--churn-mb", args.churn_mb) if args.churn_mb < 1 else (
-            "--tiny-ops", args.tiny_ops)  # fmt: skip
-        raise SpecError(f"{flag} {value}: at least 1; use the default ({flag} "
-                        f"{build_parser().get_default(flag[2:].replace('-', '_'))})")  # fmt: skip
+    for flag, value in (("--churn-mb", args.churn_mb), ("--tiny-ops", args.tiny_ops),
+                        ("--copy-mb", args.copy_mb)):  # fmt: skip
+        if value < 1:
+            raise SpecError(f"{flag} {value}: at least 1; use the default ({flag} "
+                            f"{build_parser().get_default(flag[2:].replace('-', '_'))})")  # fmt: skip
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, TensorDataset
 
     from hpcprof_kit.dist import distributed
 
+    if "no_tensor_cores" in asked:
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 stays on the SIMT cores
+        torch.backends.cudnn.allow_tf32 = False
     slow_steps = {int(s) for s in args.slow_steps.split(",") if s.strip()}
 
     def collate(batch):
@@ -132,34 +186,53 @@ def _train(argv: list[str] | None) -> int:
         flush_print(info.banner())
         torch.manual_seed(args.seed)
         dev = torch.device(info.device)
+        if dev.type == "cpu" and asked & set(DEVICE_ONLY):
+            raise SpecError(
+                f"--problem {','.join(sorted(asked & set(DEVICE_ONLY)))}: needs a GPU or XPU "
+                "(a copy to the device, or its tensor cores); this run is on the CPU; pick "
+                f"from {', '.join(p for p in PROBLEMS if p not in DEVICE_ONLY)} here"
+            )
         slow_rank = info.world_size - 1 if args.slow_rank is None else args.slow_rank
         data = TensorDataset(torch.rand(args.steps * 16, 256), torch.rand(args.steps * 16, 256))
         loader = DataLoader(data, batch_size=16, collate_fn=collate, num_workers=0)
         model = DDP(torch.nn.Linear(256, 256).to(dev))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        a, b = torch.rand(128, 128, device=dev), torch.rand(128, 128, device=dev)
+        work = Work(torch, dev, fp32="no_tensor_cores" in asked)
+        host_a, host_b = torch.rand(128, 128), torch.rand(128, 128)  # host-side work
+        # on a device the model runs in bfloat16 autocast, unless the problem is its absence
+        autocast = dev.type != "cpu" and "no_tensor_cores" not in asked
+        copy_in = torch.rand(args.copy_mb << 18) if "pageable_copy" in asked else None
+        copy_out = (torch.rand(args.copy_mb << 18, device=dev) if "sync_copy" in asked
+                    else None)  # fmt: skip
         timings: dict[str, list[float]] = {"forward": [], "backward": [], "step": []}
         with rank_profiler(args, info.rank, info.world_size, info.local_rank) as prof:
             start = time.perf_counter()
             for step, (x, y) in enumerate(loader):  # the batch's wait is in its step
+                # a plain copy, as most loops do: on a GPU the host waits for it, which paces
+                # the host to the device once a step
                 x, y = x.to(dev), y.to(dev)
+                if copy_in is not None:
+                    copy_in.to(dev)  # pageable: the host waits while the driver stages it
+                if "launch_bound" in asked:  # where the device has drained: each op is paced
+                    t = torch.ones(8, device=dev)  # by the host's launch of it
+                    for _ in range(args.tiny_ops):
+                        t.mul_(1.0001)  # one tiny kernel per op
                 with record_function("forward"):
                     t0 = time.perf_counter()
-                    compute(args.work_ms / 2, a, b)
-                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    work(args.work_ms / 2)
+                    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
+                        loss = torch.nn.functional.mse_loss(model(x).float(), y)
                     forward = time.perf_counter() - t0
                 if "synchronize_in_step" in asked:
                     value = loss.item()  # waits for the device
                     with record_function("log_metrics"):
-                        compute(args.log_ms, a, b)  # host-side work with the value
+                        compute(args.log_ms, host_a, host_b)  # host-side work with the value
                     del value
+                if copy_out is not None:
+                    copy_out.cpu()  # the results brought back: waits for the device
                 if "straggler" in asked and info.rank == slow_rank and step in slow_steps:
                     with record_function("slow_rank_extra_work"):
-                        compute(args.slow_ms, a, b)
-                if "launch_bound" in asked:
-                    t = torch.ones(8, device=dev)
-                    for _ in range(args.tiny_ops):
-                        t.mul_(1.0001)  # one tiny kernel per op
+                        work(args.slow_ms)
                 if "allocator_churn" in asked:
                     buf = torch.ones(args.churn_mb << 20, dtype=torch.uint8, device=dev)
                     del buf  # a scratch buffer made, written and dropped every step
@@ -169,7 +242,7 @@ def _train(argv: list[str] | None) -> int:
                         torch.xpu.empty_cache()
                 with record_function("backward"):
                     t0 = time.perf_counter()
-                    compute(args.work_ms / 2, a, b)
+                    work(args.work_ms / 2)
                     opt.zero_grad()
                     loss.backward()  # DDP all-reduces the gradients here
                     backward = time.perf_counter() - t0
