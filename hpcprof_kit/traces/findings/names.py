@@ -6,6 +6,9 @@ with the all-reduce bus bandwidth nccl-tests reaches on their links.
 True
 >>> bool(ALLOC.match("urUSMDeviceAlloc")), bool(ALLOC.match("cudaMallocHost"))
 (True, False)
+>>> bool(FP32_GEMM.search("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_"
+...                        "warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel_trmm"))
+True
 >>> bus_factor("allreduce", 8)
 1.75
 """
@@ -32,9 +35,11 @@ ALLOC = re.compile(
     r"|zeMemAllocDevice|zeMemAllocShared|zeMemFree)$"
 )
 GEMM = re.compile(r"(?i)gemm|xmma|nvjet|cutlass|cublas|Cijk_|scudnn|conv|wgrad|dgrad")
-# fp32 on the SIMT cores: cuBLAS/cuDNN's sgemm and scudnn kernels, hipBLASLt's fp32 (SB)
+# fp32 on the SIMT cores: cuBLAS/cuDNN's sgemm and scudnn kernels, cuBLAS's xmma kernels built
+# on FFMA (``sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_..._ffma_...``: what an H100 runs for fp32
+# with TF32 off, though "xmma" names the tensor-core family too), hipBLASLt's fp32 (SB)
 FP32_GEMM = re.compile(
-    r"(?i)(?:^|[_ ])sgemm|s?gemm_?fp32|scudnn|implicit_convolve_sgemm"
+    r"(?i)(?:^|[_ ])sgemm|s?gemm_?fp32|scudnn|implicit_convolve_sgemm|_ffma_"
     r"|gemmSN_|Cijk_\w*_SB_(?!.*MI\d)"
 )
 TENSOR_CORE_GEMM = re.compile(
