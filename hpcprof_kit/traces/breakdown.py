@@ -179,6 +179,12 @@ def _event_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
         "host": host,
         "host_comm": host & is_comm,
     }
+    # host collectives that block until the data has moved (gloo, MPI: a device rank whose
+    # collectives run on the host), not a device library's enqueue (nccl:, xccl:)
+    rows = np.flatnonzero(cols["host_comm"])
+    enqueue = df["name"].iloc[rows].astype(str).str.match(r"(?i)(?:nccl|rccl|xccl|ccl)[:_]")
+    cols["host_blocking_comm"] = cols["host_comm"].copy()
+    cols["host_blocking_comm"][rows[enqueue.to_numpy(dtype=bool)]] = False
     # CPU-only ranks split their host work by thread; a row without pid or tid (code -1) has
     # no thread, and like a pandas groupby the split leaves it out
     pid, tid = (pd.factorize(df[c])[0].astype(np.int64) for c in ("pid", "tid"))
@@ -195,8 +201,10 @@ def _sets(c: dict[str, np.ndarray]) -> tuple[str, dict[str, tuple[np.ndarray, np
         return iv.union(c["start"][mask], c["end"][mask])
 
     if c["on_device"].any():
+        # no collective on the device (gloo or MPI on a GPU): the host's blocking ones are it
+        comm = c["device_comm"] if c["device_comm"].any() else c["host_blocking_comm"]
         sets = {
-            "comm": spans(c["device_comm"]),
+            "comm": spans(comm),
             "compute": spans(c["gpu"]),
             "memory": spans(c["memory"]),
             "host": spans(c["host"]),
