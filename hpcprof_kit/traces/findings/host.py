@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from hpcprof_kit.traces.breakdown import bare, text_test
 
 from .base import RULES, RunView, finding, lacks, pct, rule, share_rule
@@ -152,15 +154,43 @@ def synchronize_in_step(view: RunView) -> list[dict]:
             }
             for n, r in names.iterrows()
         }
+    summary = (f"after synchronisation calls inside the step the device sits idle for "
+               f"{value:.1f} % of the step (median) until the host launches again")  # fmt: skip
+    inside = _calling_ops(view.df, gaps)
+    if inside:  # evidence only: a report from per-rank summaries has no events to say it
+        evidence["called_from"] = inside
     return [
         finding(
             "synchronize_in_step", share.index.get_level_values("rank"),
-            [s for s in share.index.get_level_values("step") if s >= 0], value,
-            f"after synchronisation calls inside the step the device sits idle for {value:.1f} "
-            "% of the step (median) until the host launches again",
+            [s for s in share.index.get_level_values("step") if s >= 0], value, summary,
             evidence, gain_ms=effect,
         )
     ]  # fmt: skip
+
+
+def _calling_ops(df, gaps, top: int = 3) -> dict[str, int]:
+    """The outermost host op around each counted sync call (``aten::to`` for a batch copied
+    without ``non_blocking``, ``aten::item`` for ``.item()``), with how many calls each holds:
+    what in the step made it wait."""
+    if df is None or gaps is None or not len(gaps) or "ts_ns" not in gaps:
+        return {}
+    counted = gaps[gaps["idle_after_ns"] > 0]
+    if counted.empty:
+        return {}
+    df = bare(df)
+    ops = df[text_test(df["cat"], lambda s: s.eq("cpu_op")) & (df["step"].to_numpy() >= 0)]
+    names: dict[str, int] = {}
+    for rank, mine in counted.groupby("rank"):
+        theirs = ops[ops["rank"].to_numpy() == rank]
+        lo = theirs["ts_ns"].to_numpy(dtype=np.int64)
+        hi = lo + theirs["dur_ns"].to_numpy(dtype=np.int64)
+        label = theirs["name"].astype(str).to_numpy()
+        for ts in mine["ts_ns"].to_numpy(dtype=np.int64):
+            around = np.flatnonzero((lo <= ts) & (ts < hi))
+            if around.size:  # the longest one around it is the outermost
+                name = str(label[around[np.argmax(hi[around] - lo[around])]])
+                names[name] = names.get(name, 0) + 1
+    return dict(sorted(names.items(), key=lambda kv: -kv[1])[:top])
 
 
 CPU_LAUNCH_ADVICE = (

@@ -269,7 +269,7 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
     the device then sits idle until its next event (``idle_after_ns``). A call counts only
     when the device still had work as the call began (the host really waited): a call on a
     drained device costs nothing, the idle before it was the host's doing. Columns ``rank,
-    step, name, dur_ns, idle_after_ns, next_device_ns``; nested calls (``aten::item`` around
+    step, name, ts_ns, dur_ns, idle_after_ns, next_device_ns``; nested calls (``aten::item`` around
     ``cudaStreamSynchronize``) end before the same device event, and only the longest of them
     counts the gap."""
     import pandas as pd
@@ -278,7 +278,7 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
     rows = text_test(df["name"], lambda s: s.str.contains(N.SYNC_NAMES, regex=True))
     rows &= (df["step"].to_numpy() >= 0) & (df["device"].to_numpy() < 0)
     sync = df[rows]
-    cols = ["rank", "step", "name", "dur_ns", "idle_after_ns", "next_device_ns"]
+    cols = ["rank", "step", "name", "ts_ns", "dur_ns", "idle_after_ns", "next_device_ns"]
     if sync.empty:
         return pd.DataFrame([], columns=cols)
     on_device = text_test(df["track"], lambda s: s.isin(("gpu", "comm", "memcpy", "memset")))
@@ -309,6 +309,7 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
             "rank": sync["rank"].to_numpy(dtype=np.int64),
             "step": sync["step"].to_numpy(dtype=np.int64),
             "name": sync["name"].astype(str).to_numpy(),
+            "ts_ns": begins,
             "dur_ns": sync["dur_ns"].to_numpy(dtype=np.int64),
             "idle_after_ns": idle,
             "next_device_ns": following,
