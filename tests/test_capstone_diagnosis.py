@@ -112,3 +112,32 @@ def test_the_instructors_key_is_the_worked_seeds_key():
     assert f"`answer_key({WORKED_SEED})` is `{answer_key(WORKED_SEED)!r}`" in re.sub(
         r"\s+", " ", section
     )
+
+
+# --- section 6: the run recorded on an H100 (tests/fixtures/traces/gpu_pathologies) ----------
+def test_the_recorded_run_is_copied_into_a_fresh_folder_with_its_reference(tmp_path):
+    first, second = nb09.recorded_run(tmp_path), nb09.recorded_run(tmp_path)
+    assert first != second  # never written into an earlier copy
+    for part in ("traces", "reference"):
+        assert sorted(p.name for p in (first / part).iterdir()) == [
+            "trace-0-of-2.json.gz", "trace-1-of-2.json.gz"]  # fmt: skip
+
+
+def test_the_recorded_run_check_names_no_problem_the_learner_did_not(capsys):
+    assert (
+        nb09.check_recorded({"pageable_copy": ("all", "all"), "straggler": ("all", "all")}) is False
+    )
+    out = capsys.readouterr().out
+    assert "pageable_copy: a problem of this run. Ranks: right. Steps: right." in out
+    assert "straggler: a problem of this run. Ranks: not yet. Steps: not yet." in out
+    assert "1 more problem(s) in this run that your answer does not name." in out
+    assert "synchronize_in_step" not in out
+    # steps are the recorded 1-7: "all" and the full list are the same answer
+    assert nb09.check_recorded({"pageable_copy": ([0, 1], list(range(1, 8))),
+                                "synchronize_in_step": ("all", "all"),
+                                "straggler": ([1], [3, 5])}) is True  # fmt: skip
+
+
+def test_the_instructors_key_of_the_recorded_run_is_the_checker_s():
+    section = re.sub(r"\s+", " ", ANSWER_KEY.read_text().split("### 09_capstone_diagnosis", 1)[1])
+    assert f"`recorded_answer()` is `{nb09.recorded_answer()!r}`" in section

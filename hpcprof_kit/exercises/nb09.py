@@ -59,7 +59,12 @@ HIDDEN = {
         "code": ["report", "find", "findings", "rank_steps", "stragglers", "answer_key",
                  "capstone_run", "corpus_run"],
         "from_run": "answer_patterns",
-    }
+    },
+    "check_recorded": {  # the section-4 report above it is of the attendee's own run
+        "text": [r"straggler\W{0,40}\[1\]\W{0,40}\[3, 5\]"],
+        "code": ["recorded_answer"],
+        "answer": "recorded_answer",
+    },
 }  # fmt: skip
 
 
@@ -145,9 +150,9 @@ def answer_patterns(seed: int) -> list[str]:
     return [rf"(?<![\w]){re.escape(kind)}(?![\w])" for kind in answer_key(seed)]
 
 
-def _expand(value: Any, size: int, what: str, kind: str) -> set[int]:
+def _expand(value: Any, every: range, what: str, kind: str) -> set[int]:
     if isinstance(value, str) and value.strip().lower() == "all":
-        return set(range(size))
+        return set(every)
     try:
         items = {int(v) for v in ([value] if isinstance(value, int) else value)}
     except (TypeError, ValueError):
@@ -170,7 +175,8 @@ def _pairs(answer: Any) -> dict[str, tuple[Any, Any]]:
     return pairs
 
 
-def _item(kind: str, ranks: Any, steps: Any, run: Run, key: dict) -> tuple[bool, str, str]:
+def _item(kind: str, ranks: Any, steps: Any, run: Run | _Recorded, key: dict
+          ) -> tuple[bool, str, str]:  # fmt: skip
     """(right, the line about this item, the hint when it is not right)."""
     if kind in SYMPTOMS:
         line = f"{kind}: a symptom the report can show, not a cause."
@@ -184,8 +190,9 @@ def _item(kind: str, ranks: Any, steps: Any, run: Run, key: dict) -> tuple[bool,
         hint = f"check the numbers that made you suspect {kind} against the reference run"
         return False, line, hint
     want_r, want_s = key[kind]
-    ok_r = _expand(ranks, run.ranks, "ranks", kind) == set(want_r)
-    ok_s = _expand(steps, run.steps, "steps", kind) == set(want_s)
+    every_rank, every_step = _every(run)
+    ok_r = _expand(ranks, every_rank, "ranks", kind) == set(want_r)
+    ok_s = _expand(steps, every_step, "steps", kind) == set(want_s)
     verdict = {True: "right", False: "not yet"}
     line = f"{kind}: a problem of this run. Ranks: {verdict[ok_r]}. Steps: {verdict[ok_s]}."
     if kind == "straggler":
@@ -207,6 +214,10 @@ def check_diagnosis(answer: Any, seed: int) -> bool:
     the answer does not name."""
     run = capstone_run(seed)
     key = {p["kind"]: (p["ranks"], p["steps"]) for p in run.key()}
+    return _check(answer, run, key, f"run {seed}")
+
+
+def _check(answer: Any, run: Run | _Recorded, key: dict, name: str) -> bool:
     if not answer:
         return feedback(False, hint="write what you found as {kind: (ranks, steps)}; start "
                         "with the step time per rank and the reference run beside it")  # fmt: skip
@@ -225,5 +236,86 @@ def check_diagnosis(answer: Any, seed: int) -> bool:
     return feedback(
         not hints,
         hint=hints[0] if hints else "",
-        well_done=f"Correct - {both} problems of run {seed}, with their ranks and steps.",
+        well_done=f"Correct - {both} problems of {name}, with their ranks and steps.",
     )
+
+
+# --- a real run: the pathologies app recorded on an H100 -------------------------------------
+# tests/fixtures/traces/gpu_pathologies (README there): "unseen" has three problems, two ranks
+# sharing the GPU with gloo; "straggler_none" is the same job without them, the reference.
+RECORDED = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "traces" / "gpu_pathologies"
+
+
+class _Recorded:
+    """The recorded run's shape: 2 ranks, steps 1-7 recorded (step 0 was the warm-up)."""
+
+    ranks = 2
+    every_step = range(1, 8)
+    key = {"pageable_copy": ([0, 1], list(range(1, 8))),
+           "synchronize_in_step": ([0, 1], list(range(1, 8))),
+           "straggler": ([1], [3, 5])}  # fmt: skip
+
+
+def _every(run: Run | _Recorded) -> tuple[range, range]:
+    if isinstance(run, _Recorded):
+        return range(run.ranks), run.every_step
+    return range(run.ranks), range(run.steps)
+
+
+def recorded_run(root: str | os.PathLike[str] | None = None) -> Path:
+    """Copy the H100 run into a fresh folder under the runs root: ``traces/`` (2 ranks, 3
+    problems) and ``reference/`` (the same job without them). Needs the course's repository
+    (the run is one of its test fixtures).
+
+    >>> import tempfile
+    >>> folder = recorded_run(tempfile.mkdtemp())
+    >>> sorted(p.name for p in (folder / "traces").iterdir())
+    ['trace-0-of-2.json.gz', 'trace-1-of-2.json.gz']
+    """
+    import shutil
+
+    from hpcprof_kit.paths import runs_root
+
+    source = RECORDED / "unseen" / "traces"
+    if not source.is_dir():
+        raise SpecError(f"the recorded H100 run is not at {source}: it comes with the course's "
+                        "repository (git clone), not with the installed package; run the "
+                        "notebook from the repository")  # fmt: skip
+    base = runs_root(root).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    stem = f"capstone_h100_{time.strftime('%Y%m%d-%H%M%S')}"
+    for k in range(1000):
+        folder = base / (stem if k == 0 else f"{stem}-{k}")
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            continue
+        for part, case in (("traces", "unseen"), ("reference", "straggler_none")):
+            shutil.copytree(RECORDED / case / "traces", folder / part,
+                            ignore=shutil.ignore_patterns(".*"))  # fmt: skip
+        return folder
+    raise SpecError(f"no free folder name under {base} for {stem}; remove old capstone runs")
+
+
+def recorded_answer() -> dict[str, tuple[Any, Any]]:
+    """The instructors' key of the H100 run.
+
+    >>> recorded_answer()["straggler"]
+    ([1], [3, 5])
+    """
+    return {k: ("all" if r == [0, 1] else r, "all" if s == list(range(1, 8)) else s)
+            for k, (r, s) in _Recorded.key.items()}  # fmt: skip
+
+
+def check_recorded(answer: Any) -> bool:
+    """Check a diagnosis of the H100 run, as :func:`check_diagnosis` does (steps 1-7 are the
+    recorded ones: ``"all"`` means those).
+
+    >>> check_recorded(recorded_answer())
+    pageable_copy: a problem of this run. Ranks: right. Steps: right.
+    straggler: a problem of this run. Ranks: right. Steps: right.
+    synchronize_in_step: a problem of this run. Ranks: right. Steps: right.
+    Correct - all 3 problems of the H100 run, with their ranks and steps.
+    True
+    """
+    return _check(answer, _Recorded(), _Recorded.key, "the H100 run")
