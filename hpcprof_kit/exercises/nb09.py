@@ -105,20 +105,26 @@ def write_run(seed: int, root: str | os.PathLike[str] | None = None) -> Path:
     >>> folder.name.startswith("capstone_seed14_"), len(list((folder / "traces").iterdir()))
     (True, 5)
     """
+    run = capstone_run(seed)
+    folder = _fresh_folder(root, f"capstone_seed{seed}")
+    run.write(folder / "traces")
+    replace(run, problems=[]).write(folder / "reference")
+    return folder
+
+
+def _fresh_folder(root: str | os.PathLike[str] | None, name: str) -> Path:
+    """A new folder ``<name>_<time>`` under the runs root, made here and now."""
     from hpcprof_kit.paths import runs_root
 
-    run = capstone_run(seed)
     base = runs_root(root).resolve()
     base.mkdir(parents=True, exist_ok=True)
-    stem = f"capstone_seed{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = f"{name}_{time.strftime('%Y%m%d-%H%M%S')}"
     for k in range(1000):
         folder = base / (stem if k == 0 else f"{stem}-{k}")
         try:
             os.mkdir(folder)  # atomic: a second notebook never writes into the first one's
         except FileExistsError:
             continue
-        run.write(folder / "traces")
-        replace(run, problems=[]).write(folder / "reference")
         return folder
     raise SpecError(f"no free folder name under {base} for {stem}; remove old capstone runs")
 
@@ -274,27 +280,16 @@ def recorded_run(root: str | os.PathLike[str] | None = None) -> Path:
     """
     import shutil
 
-    from hpcprof_kit.paths import runs_root
-
     source = RECORDED / "unseen" / "traces"
     if not source.is_dir():
         raise SpecError(f"the recorded H100 run is not at {source}: it comes with the course's "
                         "repository (git clone), not with the installed package; run the "
                         "notebook from the repository")  # fmt: skip
-    base = runs_root(root).resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    stem = f"capstone_h100_{time.strftime('%Y%m%d-%H%M%S')}"
-    for k in range(1000):
-        folder = base / (stem if k == 0 else f"{stem}-{k}")
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
-            continue
-        for part, case in (("traces", "unseen"), ("reference", "straggler_none")):
-            shutil.copytree(RECORDED / case / "traces", folder / part,
-                            ignore=shutil.ignore_patterns(".*"))  # fmt: skip
-        return folder
-    raise SpecError(f"no free folder name under {base} for {stem}; remove old capstone runs")
+    folder = _fresh_folder(root, "capstone_h100")
+    for part, case in (("traces", "unseen"), ("reference", "straggler_none")):
+        shutil.copytree(RECORDED / case / "traces", folder / part,
+                        ignore=shutil.ignore_patterns(".*"))  # fmt: skip
+    return folder
 
 
 def recorded_answer() -> dict[str, tuple[Any, Any]]:
