@@ -41,7 +41,6 @@ QUICK_LEAVES_OUT = {
     "test_doctor_cli.py": "starts the installed command, which imports torch",
     "test_dynolog_standin.py": "runs the dynolog recipe with its stand-in daemons",
     "test_env_recipes.py": "builds virtual environments",
-    "test_exercises_hidden.py": "executes the notebooks' cells",
     "test_hta_crosscheck.py": "builds HTA's own environment and runs it",
     "test_hta_idle_launch.py": "runs HTA itself",
     "test_jobs_cli.py": "submits local jobs through the command",
@@ -106,7 +105,6 @@ def pytest_xdist_node_collection_finished(node, ids):
 SLOW_GROUPS_FIRST = (
     "browser",  # ~560 s: every notebook run in JupyterLab and Chromium
     "test_rehearsal_standin.py",  # ~360 s
-    "test_exercises_hidden.py",  # ~260 s: every notebook run up to its checks
     "slurm",  # ~230 s: one real Slurm cluster, a walltime kill waited out
     "test_hta_crosscheck.py",  # ~95 s: builds the HTA venv
     "test_notebook05_compile.py",
