@@ -248,6 +248,8 @@ def test_the_notebooks_nbval_run_carries_the_hidden_answers_check():
     spec.loader.exec_module(conftest)
     assert conftest.pytest_runtest_call is nbval_hidden.pytest_runtest_call
     assert conftest.pytest_report_header is nbval_hidden.pytest_report_header
+    recipe = (REPO / "Makefile").read_text().split("\ntest: env\n", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"pytest .*\$\(NBVAL\) .*\bnotebooks$", recipe, re.MULTILINE), recipe
 
 
 def test_two_exercises_with_the_same_answer_are_named():
