@@ -118,6 +118,12 @@ SLOW_GROUPS_FIRST = (
 )
 
 
+def _rank(group: str, first: dict[str, int]) -> int:
+    """The slow groups in their order, then nbval's notebooks (a group each, up to a minute),
+    then the test modules, mostly seconds each: the end of the run is made of short groups."""
+    return first.get(group, len(first) + (0 if group.endswith(".ipynb") else 1))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -125,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):  # an xdist worker: every worker sorts alike
         first = {group: i for i, group in enumerate(SLOW_GROUPS_FIRST)}
         order = {id(item): i for i, item in enumerate(items)}
-        items.sort(key=lambda it: (first.get(_xdist_group(it), len(first)), order[id(it)]))
+        items.sort(key=lambda it: (_rank(_xdist_group(it), first), order[id(it)]))
     if not config.getoption("--quick", default=False):
         return
     keep, drop = [], []
