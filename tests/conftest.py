@@ -41,7 +41,6 @@ QUICK_LEAVES_OUT = {
     "test_doctor_cli.py": "starts the installed command, which imports torch",
     "test_dynolog_standin.py": "runs the dynolog recipe with its stand-in daemons",
     "test_env_recipes.py": "builds virtual environments",
-    "test_exercises_hidden.py": "executes the notebooks' cells",
     "test_hta_crosscheck.py": "builds HTA's own environment and runs it",
     "test_hta_idle_launch.py": "runs HTA itself",
     "test_jobs_cli.py": "submits local jobs through the command",
@@ -104,9 +103,11 @@ def pytest_xdist_node_collection_finished(node, ids):
 # first so that no long group is left for the end while the other worker idles; xdist would
 # order the groups by their number of tests instead (Makefile: --no-loadscope-reorder).
 SLOW_GROUPS_FIRST = (
-    "browser",  # ~560 s: every notebook run in JupyterLab and Chromium
+    "browser",  # ~800 s: every notebook run in JupyterLab and Chromium
+    # nbval's longest notebook (make test runs the notebooks in this run too, a group each):
+    # three 2-rank jobs, two compiled with Inductor, ~170 s; the others (<60 s) fill the end
+    "05_reading_traces.ipynb",
     "test_rehearsal_standin.py",  # ~360 s
-    "test_exercises_hidden.py",  # ~260 s: every notebook run up to its checks
     "slurm",  # ~230 s: one real Slurm cluster, a walltime kill waited out
     "test_hta_crosscheck.py",  # ~95 s: builds the HTA venv
     "test_notebook05_compile.py",
@@ -117,6 +118,12 @@ SLOW_GROUPS_FIRST = (
 )
 
 
+def _rank(group: str, first: dict[str, int]) -> int:
+    """The slow groups in their order, then nbval's notebooks (a group each, up to a minute),
+    then the test modules, mostly seconds each: the end of the run is made of short groups."""
+    return first.get(group, len(first) + (0 if group.endswith(".ipynb") else 1))
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -124,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "loadgroup", False):  # an xdist worker: every worker sorts alike
         first = {group: i for i, group in enumerate(SLOW_GROUPS_FIRST)}
         order = {id(item): i for i, item in enumerate(items)}
-        items.sort(key=lambda it: (first.get(_xdist_group(it), len(first)), order[id(it)]))
+        items.sort(key=lambda it: (_rank(_xdist_group(it), first), order[id(it)]))
     if not config.getoption("--quick", default=False):
         return
     keep, drop = [], []

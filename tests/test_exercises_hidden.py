@@ -9,9 +9,10 @@ learner sees while scrolling may give its answer away:
 - no other cell calls the checker: a second call with the answer prints it under the learner's
   own check on "Run All" (solutions live in the instructors' answer key, docs/instructors.md);
 - no code cell above the check may use a name that computes or prints the answer;
-- the notebook is executed up to its last check cell, and what the cells above each check print
-  when they run may not show the answer either (answers computed from the learner's own run,
-  ``from_run``, are searched there too);
+- what the cells above each check print when they run may not show the answer either (answers
+  computed from the learner's own run, ``from_run``, are searched there too): searched during
+  nbval's run of the notebooks (tests/nbval_hidden.py, loaded by notebooks/conftest.py), the
+  one execution of each notebook in `make test` that nbval and this check share;
 - no two exercises of the course have the same answer (``answer``: the same prediction twice
   teaches nothing the second time).
 
@@ -26,178 +27,27 @@ notebook's own parameters. A checker without ``HIDDEN`` falls back to the notebo
 call: its string and list arguments become the patterns (bare numbers are too common to search
 for, so such a checker must declare ``HIDDEN``).
 
-Cost: the stored-output, markdown and comment checks read the files only; the executed check
-runs each notebook once, up to its last check cell.
+Cost: the checks here read the files only; the executed check adds one kernel request per
+notebook to nbval's run. Its tests below run nbval on a planted copy of a notebook.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-import io
+import importlib.util
 import json
+import os
 import re
+import subprocess
 import sys
-import tokenize
 from pathlib import Path
 
 import nbformat
 import pytest
+from hidden_answers import check_cells, hidden_spec, leaks, solution_patterns
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-IMPORT = re.compile(r"from\s+(hpcprof_kit\.exercises\.nb\d+)\s+import\s+([^\n]+)")
-PATTERNS_MARK = "HIDDEN-PATTERNS:"
-
-
-def _python(source: str) -> ast.Module | None:
-    """The cell's Python, IPython magics and shell lines blanked out; None if it does not parse."""
-    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()]
-    try:
-        return ast.parse("\n".join(lines))
-    except SyntaxError:
-        return None
-
-
-def _check_calls(source: str) -> list[ast.Call]:
-    tree = _python(source)
-    calls = [n for n in ast.walk(tree)] if tree else []
-    return [n for n in calls if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-            and n.func.id.startswith("check_")]  # fmt: skip
-
-
-def _checkers(nb) -> dict[str, str]:
-    """check name -> exercise module, from the notebook's imports."""
-    found: dict[str, str] = {}
-    for cell in nb.cells:
-        for module, names in IMPORT.findall(cell.source if cell.cell_type == "code" else ""):
-            for name in re.findall(r"\bcheck_\w+", names):
-                found[name] = module
-    return found
-
-
-def check_cells(nb) -> list[tuple[int, str, str]]:
-    """(cell index, check name, module) for the first cell calling each exercise checker: the
-    learner's check (any later call is a solution, which ``leaks`` names)."""
-    checkers = _checkers(nb)
-    found: dict[str, tuple[int, str, str]] = {}
-    for i, cell in enumerate(nb.cells):
-        for call in _check_calls(cell.source) if cell.cell_type == "code" else []:
-            if call.func.id in checkers:
-                found.setdefault(call.func.id, (i, call.func.id, checkers[call.func.id]))
-    return sorted(found.values())
-
-
-def _output_text(cell) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append(out.get("text", ""))
-        for mime in ("text/plain", "text/html", "text/markdown"):
-            parts.append(str(out.get("data", {}).get(mime, "")))
-        parts.append("\n".join(out.get("traceback", [])))
-    return "\n".join(parts)
-
-
-def _literal_patterns(value) -> list[str]:
-    if isinstance(value, str):
-        return [rf"(?<![\w]){re.escape(value)}(?![\w])"]
-    if isinstance(value, (list, tuple, set)) and value:
-        items = ", ".join(repr(v) for v in (sorted(value) if isinstance(value, set) else value))
-        return [re.escape(f"[{items}]"), re.escape(f"({items})"), re.escape(f"{{{items}}}")]
-    return []  # numbers, None, booleans: too common to search for
-
-
-def solution_patterns(nb, name: str) -> list[str]:
-    """Patterns from the last call of ``name`` whose arguments are all literals (the solution)."""
-    for cell in reversed(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        for call in _check_calls(cell.source):
-            if call.func.id != name:
-                continue
-            try:
-                values = [ast.literal_eval(a) for a in call.args]
-                values += [ast.literal_eval(k.value) for k in call.keywords]
-            except ValueError:
-                continue
-            if values and all(v is not None for v in values):
-                return [p for v in values for p in _literal_patterns(v)]
-    return []
-
-
-def hidden_spec(nb, name: str, module: str) -> dict:
-    declared = getattr(importlib.import_module(module), "HIDDEN", {}).get(name)
-    if declared is not None:
-        return declared
-    return {"text": solution_patterns(nb, name), "code": []}
-
-
-def _comments(source: str) -> str:
-    """The cell's comments, one a line (a solution written as a comment shows as text)."""
-    lines = ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines()]
-    try:
-        tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
-        return "\n".join(t.string for t in tokens if t.type == tokenize.COMMENT)
-    except (tokenize.TokenError, SyntaxError):
-        return "\n".join(ln[ln.index("#") :] for ln in lines if "#" in ln)
-
-
-def _where(j: int, index: int) -> str:
-    return "the check" if j == index else f"{'above' if j < index else 'below'} the check"
-
-
-def leaks(nb, index: int, spec: dict, executed: list[str] | None = None) -> list[str]:
-    """What in the notebook gives away the answer of the check in cell ``index``, one line per
-    finding. ``executed``: what each cell above the check printed when it ran."""
-    found = []
-    name = next((c.func.id for c in _check_calls(nb.cells[index].source)), None)
-    for j, cell in enumerate(nb.cells):
-        where = _where(j, index)
-        texts = [("markdown", cell.source)] if cell.cell_type == "markdown" else []
-        if cell.cell_type == "code":
-            texts += [("stored output", _output_text(cell)), ("comment", _comments(cell.source))]
-            if executed is not None and j < index:
-                texts.append(("executed output", executed[j]))
-            if j < index:
-                for code in spec.get("code", []):
-                    if re.search(rf"(?<![\w]){re.escape(code)}\b", cell.source):
-                        found.append(f"cell {j} ({where}) uses {code}, which gives the answer away")
-            if j != index and any(c.func.id == name for c in _check_calls(cell.source)):
-                found.append(f"cell {j} ({where}) calls {name} again: run with the answer, it "
-                             "prints it; the solution belongs in docs/instructors.md")  # fmt: skip
-        for kind, text in texts:
-            for pattern in spec.get("text", []):
-                hit = re.search(pattern, text)
-                if hit:
-                    found.append(f"cell {j} ({where}) {kind} shows {hit.group(0)!r} "
-                                 f"(pattern {pattern!r})")  # fmt: skip
-    return found
-
-
-def execute_to(path: Path, index: int, probes: dict[str, tuple[str, str]] | None = None):
-    """Run the notebook's cells above ``index`` (in the notebook's folder), then each probe
-    ``{key: (module, func)}`` on the kernel's variables: (each cell's printed output,
-    {key: the answer's patterns})."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    cells = list(nb.cells[:index])
-    for key, (module, func) in (probes or {}).items():
-        cells.append(nbformat.v4.new_code_cell(
-            f"import inspect as _i, json as _j\nfrom {module} import {func} as _f\n"
-            f"print({(PATTERNS_MARK + key + '=')!r} + _j.dumps(_f(**{{p: globals()[p] for p in "
-            "_i.signature(_f).parameters})))"
-        ))  # fmt: skip
-    run = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
-    NotebookClient(run, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()  # fmt: skip
-    printed = [_output_text(c) if c.cell_type == "code" else "" for c in run.cells]
-    patterns = {}
-    for text in printed[index:]:
-        key, _, value = text.split(PATTERNS_MARK, 1)[1].partition("=")
-        patterns[key] = json.loads(value)
-    return printed[:index], patterns
 
 
 def _exercises(path: Path) -> list[tuple[int, str, str]]:
@@ -225,22 +75,6 @@ def test_the_answer_shows_nowhere_in_the_stored_notebook(path, index, name, modu
             f'HIDDEN = {{"{name}": {{"text": [...], "code": [...]}}}} in {module}'
         )
     assert leaks(nb, index, spec) == []
-
-
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if _exercises(p)], ids=lambda p: p.stem)
-def test_what_the_cells_above_each_check_print_hides_its_answer(path):
-    nb = nbformat.read(path, as_version=4)
-    exercises = _exercises(path)
-    specs = {name: hidden_spec(nb, name, module) for _, name, module in exercises}
-    probes = {name: (module, specs[name]["from_run"])
-              for _, name, module in exercises if specs[name].get("from_run")}  # fmt: skip
-    printed, from_run = execute_to(path, max(i for i, _, _ in exercises), probes)
-    found = []
-    for index, name, _ in exercises:
-        spec = {"text": [*specs[name].get("text", []), *from_run.get(name, [])]}
-        found += [f"{name}: {f}" for f in leaks(nb, index, spec, executed=printed)
-                  if "executed output" in f]  # fmt: skip
-    assert found == []
 
 
 def course_answers() -> list[tuple[str, str, object]]:
@@ -348,25 +182,74 @@ def test_a_solution_literal_is_the_fallback_pattern():
     ]
 
 
-def test_an_answer_from_the_run_is_searched_in_what_the_cells_above_print(tmp_path, monkeypatch):
-    (tmp_path / "nb_probe.py").write_text(
-        "HIDDEN = {'check_total': {'from_run': 'answer_patterns'}}\n"
-        "def answer_patterns(total):\n    return [rf'\\b{total}\\b']\n"
-        "def check_total(answer):\n    return answer is not None\n"
-    )
-    path = tmp_path / "99_probe.ipynb"
-    nbformat.write(_nb("total = sum(range(7)) * 1001", "print('steps:', total)",
-                       "from nb_probe import check_total\ncheck_total(None)"), path)  # fmt: skip
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{REPO}")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("nb_probe", None)
-    printed, patterns = execute_to(path, 2, {"check_total": ("nb_probe", "answer_patterns")})
-    assert patterns == {"check_total": [r"\b21021\b"]}
-    nb = nbformat.read(path, as_version=4)
-    assert leaks(nb, 2, {"text": patterns["check_total"]}) == []  # nothing stored: only the run
-    assert leaks(nb, 2, {"text": patterns["check_total"]}, executed=printed) == [
-        "cell 1 (above the check) executed output shows '21021' (pattern '\\\\b21021\\\\b')"
-    ]
+def _nbval(folder: Path, *notebooks: Path) -> subprocess.CompletedProcess:
+    """nbval over ``notebooks`` with the hidden-answers plugin, as `make test` runs it."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(folder), str(REPO / "tests"), str(REPO)]),
+    }
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "nbval_hidden",
+           "--nbval-lax", "--nbval-current-env", "-v", *map(str, notebooks)]  # fmt: skip
+    return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=540)
+
+
+@pytest.mark.jobs
+def test_an_answer_from_the_run_is_searched_in_what_the_cells_above_print(tmp_path):
+    """Notebook 09's answer depends on the learner's seed (``from_run``): the same printed line
+    gives seed 14's problems away and not seed 12's."""
+    check = "from hpcprof_kit.exercises.nb09 import check_diagnosis\ncheck_diagnosis(None, seed)"
+    printed = "print('problems: data_loading, straggler')"
+    leaky, honest = tmp_path / "98_leaky.ipynb", tmp_path / "99_honest.ipynb"
+    nbformat.write(_nb("seed = 14", printed, check), leaky)
+    nbformat.write(_nb("seed = 12", printed, check), honest)
+    nb = nbformat.read(leaky, as_version=4)
+    assert leaks(nb, 2, hidden_spec(nb, "check_diagnosis", "hpcprof_kit.exercises.nb09")) == []
+    run = _nbval(tmp_path, leaky, honest)
+    out = run.stdout
+    assert (
+        "98_leaky.ipynb: what the cells above a check print gives its answer away (hide it, or "
+        "print it below the check):\ncheck_diagnosis (the check in cell 2): cell 1 (above the "
+        "check) executed output shows 'data_loading'"
+    ) in out, out[-3000:]
+    assert "check) executed output shows 'straggler'" in out
+    verdicts = re.findall(r"^(\d+_\w+)\W+ipynb::Cell 2 (PASSED|FAILED)", out, re.MULTILINE)
+    assert verdicts == [("98_leaky", "FAILED"), ("99_honest", "PASSED")], out[-3000:]
+    assert run.returncode == 1
+
+
+@pytest.mark.jobs
+def test_a_leak_planted_in_a_copy_of_notebook_01_fails_its_nbval_run(tmp_path):
+    """A cell that prints the answer when it runs (nothing stored, nothing a static check reads)
+    fails the notebook's nbval run, naming the notebook, the check, the cell and the text."""
+    nb = nbformat.read(REPO / "notebooks" / "01_device_discovery.ipynb", as_version=4)
+    index, name, module = next(c for c in check_cells(nb) if c[1] == "check_device_counts")
+    nb.cells.insert(index, nbformat.v4.new_code_cell("print(len(['tile'] * 12), 'devices')"))
+    del nb.cells[max(i for i, _, _ in check_cells(nb)) + 1 :]  # below the last check: not read
+    (tmp_path / "notebooks").mkdir()
+    planted = tmp_path / "notebooks" / "01_device_discovery.ipynb"
+    nbformat.write(nb, planted)
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    assert leaks(nb, index + 1, hidden_spec(nb, name, module)) == []  # only running it shows
+    run = _nbval(tmp_path, planted)
+    assert (
+        f"check_device_counts (the check in cell {index + 1}): cell {index} (above the check) "
+        "executed output shows '12 devices'"
+    ) in run.stdout, run.stdout[-3000:]
+    assert "01_device_discovery.ipynb: what the cells above a check print" in run.stdout
+    assert run.returncode == 1
+
+
+def test_the_notebooks_nbval_run_carries_the_hidden_answers_check():
+    """`make test`'s nbval run (and `hpcprof-kit validate`) load it from notebooks/conftest.py."""
+    import nbval_hidden
+
+    spec = importlib.util.spec_from_file_location("nb_conftest", REPO / "notebooks" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    assert conftest.pytest_runtest_call is nbval_hidden.pytest_runtest_call
+    assert conftest.pytest_report_header is nbval_hidden.pytest_report_header
+    recipe = (REPO / "Makefile").read_text().split("\ntest: env\n", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"pytest .*\$\(NBVAL\) .*\bnotebooks$", recipe, re.MULTILINE), recipe
 
 
 def test_two_exercises_with_the_same_answer_are_named():
