@@ -40,8 +40,9 @@ def reference_sweeps(system: str) -> list[tuple[str, Any, dict[str, list], str]]
     nodes = [1, 2] if max((q.max_nodes for q in record.queues.values()), default=1) >= 2 else [1]
     out = [
         ("train", JobSpec.for_workshop(system=system, example="train", profile=True),
-         {"--compile": [False, True]},
-         "DDP training, profiled: eager, then torch.compile (notebook 05)"),
+         {"--compile-where": ["none", "ddp", "model"]},
+         "DDP training, profiled: eager, torch.compile(DDP(model)), DDP(torch.compile(model)) "
+         "(notebook 05's sweep)"),
         ("seqpar", JobSpec.for_workshop(system=system, example="seqpar"),
          {"--dtype": ["float32", "bfloat16"], "nodes": nodes},
          f"sequence parallel timing over dtypes and {' and '.join(map(str, nodes))} node(s) "

@@ -122,16 +122,16 @@ def test_a_failed_plan_is_named_the_others_complete_and_rerun_runs_only_it(
 ):
     """One plan's job really fails (the train app refuses a flag given to that plan alone); the
     experiment goes on, names it with the fix, and exp.rerun() runs only it in a new folder."""
-    import hpcprof_kit.jobs as jobs
+    import hpcprof_kit.jobs.submission as submission
 
-    real_submit, broken = jobs.submit, {"none"}
+    real_submit, broken = submission.submit, {"none"}
 
-    def submit_breaking_none(spec):
+    def submit_breaking_none(spec, **how):
         if spec.binding in broken:
             spec = spec.with_(args=(*spec.args, "--no-such-flag"))
-        return real_submit(spec)
+        return real_submit(spec, **how)
 
-    monkeypatch.setattr(jobs, "submit", submit_breaking_none)
+    monkeypatch.setattr(submission, "submit", submit_breaking_none)  # the sweep submits each plan
     exp = run_experiment("local", 2, ["core", "none"], steps_per_epoch=3, profile=False)
     assert list(exp.failed) == ["none"]
     assert "the job of plan 'none' ended FAILED (exit 2)" in exp.failed["none"]

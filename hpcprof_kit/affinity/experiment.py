@@ -1,10 +1,12 @@
 """The binding experiment: the same training job under several plans, through the jobs layer,
 then what each rank got and how fast it stepped, side by side.
 
-Each job runs the affinity report and then the training app under one launcher binding, so the
-report describes exactly the processes that were timed. Jobs run one after another: two jobs
-sharing the cores at once would spoil both measurements. A plan whose job fails does not stop
-the others: it is named with its state and last lines, its run directory is kept, and
+The experiment is one sweep of the jobs layer over the spec's ``binding`` field
+(:func:`experiment_spec`, then ``spec.sweep(binding=plans)``): each variant runs the affinity
+report and then the training app under one launcher binding, so the report describes exactly
+the processes that were timed. Locally the variants run one after another: two jobs sharing
+the cores at once would spoil both measurements. A plan whose job fails does not stop the
+others: it is named with its state and last lines, its run directory is kept, and
 :meth:`Experiment.rerun` runs only the failed plans again, in new run directories.
 
 With ``profile=True`` (the default) each job also records a torch.profiler trace per rank of
@@ -12,7 +14,11 @@ its last steps (the guide's "profile the application with various bindings"), an
 :meth:`Experiment.profiles` compares them; the median step of ``side_by_side`` then leaves the
 profiled steps out.
 
->>> from hpcprof_kit.affinity.experiment import run_experiment     # doctest: +SKIP
+>>> spec = experiment_spec("local", 2, steps_per_epoch=6)
+>>> [v.label for v in spec.sweep(binding=["core", "none"]).variants]
+['binding=core', 'binding=none']
+>>> sweep = spec.sweep(binding=["core", "none", "reversed"]).run()  # doctest: +SKIP
+>>> exp = Experiment.from_sweep(sweep)                              # doctest: +SKIP
 >>> exp = run_experiment("local", 2, ["core", "none", "reversed"])  # doctest: +SKIP
 >>> exp.side_by_side()                                             # doctest: +SKIP
 >>> exp.profiles()                                                 # doctest: +SKIP
@@ -20,7 +26,6 @@ profiled steps out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hpcprof_kit.affinity.plan import BindingPlan
@@ -68,13 +73,40 @@ def profile_args(total_steps: int) -> tuple[list[str], int]:
 
 @dataclass
 class Experiment:
-    """The jobs of one experiment, by plan name, with their plans."""
+    """The jobs of one experiment, by plan name, with their plans (and the sweep that ran them)."""
 
     plans: dict[str, BindingPlan]
     jobs: dict[str, object] = field(default_factory=dict)
     profiled_from: int | None = None  # first step each job ran under the profiler (None: never)
     failed: dict[str, str] = field(default_factory=dict)  # plan -> what its job ended as
-    submit_plan: Callable[[str], tuple[object, str]] | None = field(default=None, repr=False)
+    sweep: object | None = field(default=None, repr=False)  # the sweep over ``binding``
+    timeout_s: float | None = None  # how long to wait for a scheduler's jobs
+
+    @classmethod
+    def from_sweep(cls, sweep, timeout_s: float | None = None) -> Experiment:
+        """The experiment of a sweep of :func:`experiment_spec` over ``binding``: its plans,
+        its jobs and which of them failed (a sweep that has not run yet is run first)."""
+        base = sweep.base
+        if "binding" not in sweep.grid:
+            raise BindingError(
+                f"the sweep varies {list(sweep.grid)}, not the binding; sweep the experiment's "
+                "spec over its plans: experiment_spec(...).sweep(binding=plans)"
+            )
+        names = [v.values["binding"] for v in sweep.variants]
+        exp = cls({name: plan_for(base.system, base.ranks_per_node, name) for name in names},
+                  profiled_from=profiled_from(base.args), sweep=sweep, timeout_s=timeout_s)  # fmt: skip
+        exp.check_plans()
+        exp.run(names, again=sweep.path is None)
+        return exp
+
+    def check_plans(self) -> None:
+        """BindingError for a plan the experiment cannot launch (a per-rank device mask)."""
+        for name, plan in self.plans.items():
+            if plan.needs_wrapper:
+                raise BindingError(
+                    f"plan {name!r} masks a different device per rank; the experiment launches "
+                    "without a per-rank wrapper: pick a set_device(local_rank) plan"
+                )
 
     def _job(self, name: str):
         """The completed job of plan ``name``; a failed plan is named with the way back."""
@@ -82,14 +114,32 @@ class Experiment:
             raise BindingError(f"{self.failed[name]}\n{_RERUN}")
         return self.jobs[name]
 
-    def run(self, names) -> None:
-        """Run the plans ``names`` one after another; a failed job is named in ``failed``."""
+    def run(self, names, again: bool = True) -> None:
+        """Run the sweep's variants still to run (locally one after another; ``again=False``:
+        run none, read what ran), then name each plan's job and the failed ones in ``failed``."""
         from hpcprof_kit.jobs import FINAL_STATES
+        from hpcprof_kit.jobs.handle import Job
 
-        for name in names:
-            job, state = self.submit_plan(name)
-            self.jobs[name] = job
+        if self.sweep is None:
+            raise BindingError(
+                "this experiment has no sweep to run: start it with run_experiment(...) or "
+                "Experiment.from_sweep(experiment_spec(...).sweep(binding=plans))"
+            )
+        sweep = self.sweep
+        if again:
+            sweep.run(wait=False)  # locally each variant runs to its end, in turn
+        states = sweep.wait(self.timeout_s)
+        for entry in sweep.record()["variants"]:
+            name = entry["values"]["binding"]
+            if name not in names:
+                continue
             self.failed.pop(name, None)
+            if not entry.get("run_dir"):  # refused at submission: its note says why
+                self.failed[name] = (f"the job of plan {name!r} was not submitted: "
+                                     f"{entry.get('note', entry.get('state'))}")  # fmt: skip
+                continue
+            job = self.jobs[name] = Job.from_run_dir(sweep.path / entry["run_dir"])
+            state = states.get(entry["index"], job.state)
             if state not in FINAL_STATES:  # still there: the next plan would share its cores
                 raise BindingError(
                     f"the job of plan {name!r} is still {state} after the experiment's timeout_s; "
@@ -102,12 +152,13 @@ class Experiment:
                 )
         if self.failed and len(self.failed) == len(self.plans):
             raise BindingError("\n".join(self.failed.values()))
-        for message in self.failed.values():
-            print(f"{message}\n{_RERUN}")
+        for name in names:
+            if name in self.failed:
+                print(f"{self.failed[name]}\n{_RERUN}")
 
     def rerun(self) -> list[str]:
         """Run the failed plans again (new run directories); the plans that re-ran."""
-        if self.submit_plan is None:
+        if self.sweep is None:
             raise BindingError(
                 "this experiment was not started by run_experiment: nothing to rerun"
             )
@@ -172,6 +223,47 @@ class Experiment:
         return pd.concat(frames, ignore_index=True)[cols].round({"median_step_ms": 2})
 
 
+def profiled_from(args) -> int | None:
+    """The first step the profiler is open for, read from the train app's flags of
+    :func:`profile_args` (None: the job does not profile).
+
+    >>> profiled_from(profile_args(6)[0]), profiled_from(["--epochs", "1"])
+    (3, None)
+    """
+    args = list(args)
+    if "--profile" not in args or "--prof-skip-first" not in args:
+        return None
+    return int(args[args.index("--prof-skip-first") + 1]) + PROFILE_SCHEDULE["wait"]
+
+
+def experiment_spec(
+    system: str = "local",
+    ranks_per_node: int = 2,
+    *,
+    epochs: int = 1,
+    steps_per_epoch: int = 6,
+    profile: bool = True,
+    **spec_fields,
+):
+    """The experiment's job: the affinity report, then the train app, on every rank
+    (``epochs`` x ``steps_per_epoch`` steps, the last ones profiled with ``profile``), the
+    binding left to the sweep: ``experiment_spec(...).sweep(binding=plans)``.
+    ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account, queue, walltime...).
+
+    >>> spec = experiment_spec("local", 2, steps_per_epoch=4, profile=False)
+    >>> spec.name, spec.args
+    ('bind', ('--epochs', '1', '--steps-per-epoch', '4'))
+    """
+    from hpcprof_kit.jobs import JobSpec
+
+    train_args = ["--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)]
+    if profile:
+        train_args += profile_args(epochs * steps_per_epoch)[0]
+    return JobSpec.for_workshop(system=system, example="train", command=_COMMAND,
+                                args=tuple(train_args), ranks_per_node=ranks_per_node,
+                                name="bind", **spec_fields)  # fmt: skip
+
+
 def run_experiment(
     system: str = "local",
     ranks_per_node: int = 2,
@@ -184,43 +276,20 @@ def run_experiment(
     profile: bool = True,
     **spec_fields,
 ) -> Experiment:
-    """Submit one training job per plan (one after another) and wait for each.
+    """The shortcut: one sweep of :func:`experiment_spec` over the ``plans``, run (locally one
+    plan after another) and read as an :class:`Experiment`.
 
     A failed job does not stop the others; it is named (``exp.failed``) and ``exp.rerun()``
-    runs only it again. Only when every plan failed is it an error.
+    runs only it again. Only when every plan failed is it an error. ``timeout_s``: how long to
+    wait for a scheduler's jobs (a local variant runs to its end before the next starts);
+    ``progress`` is kept for callers of the one-job-per-plan experiment and shows nothing.
 
     ``profile``: also record a torch.profiler trace per rank of the last steps of each job
     (:func:`profile_args`). ``spec_fields`` go to :class:`hpcprof_kit.jobs.JobSpec` (account,
     queue, walltime...), so the same call runs on Aurora or Polaris with their plans.
     """
-    from hpcprof_kit.jobs import JobSpec, submit
-
-    exp = Experiment({name: plan_for(system, ranks_per_node, name) for name in plans})
-    train_args = ["--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch)]
-    if profile:
-        flags, exp.profiled_from = profile_args(epochs * steps_per_epoch)
-        train_args += flags
-    for name in plans:
-        if exp.plans[name].needs_wrapper:
-            raise BindingError(
-                f"plan {name!r} masks a different device per rank; the experiment launches "
-                "without a per-rank wrapper: pick a set_device(local_rank) plan"
-            )
-
-    def submit_plan(name: str):
-        spec = JobSpec.for_workshop(
-            system=system,
-            example="train",
-            command=_COMMAND,
-            args=tuple(train_args),
-            ranks_per_node=ranks_per_node,
-            binding=name,
-            name=f"bind-{name}",
-            **spec_fields,
-        )
-        job = submit(spec)
-        return job, job.wait(timeout=timeout_s, progress=progress)
-
-    exp.submit_plan = submit_plan
-    exp.run(plans)
-    return exp
+    del progress  # the sweep's variants run without a progress bar
+    Experiment({name: plan_for(system, ranks_per_node, name) for name in plans}).check_plans()
+    spec = experiment_spec(system, ranks_per_node, epochs=epochs,
+                           steps_per_epoch=steps_per_epoch, profile=profile, **spec_fields)  # fmt: skip
+    return Experiment.from_sweep(spec.sweep(binding=list(plans)), timeout_s=timeout_s)

@@ -70,6 +70,7 @@ ALCF_SAMPLES = 2048  # src/tgt hold 2048 samples, split over the ranks by the Di
 ALCF_EPOCHS = 10  # for epoch in range(10)
 ALCF_SEED = 0  # torch.manual_seed(0); DistributedSampler(..., seed=0)
 SMALL = {"epochs": 2, "steps_per_epoch": 4, "seed": 42}  # the small run's defaults
+COMPILE_FORMS = ("none", "ddp", "model")  # --compile-where: eager, around DDP, inside it
 BASE_LR = 1e-3  # per rank; multiplied by the world size (the guide's lr=(0.001*SIZE))
 
 
@@ -93,9 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument(
-        "--compile-where", choices=("ddp", "model"), default="ddp",
-        help="with --compile, what to compile: 'ddp' = torch.compile(DDP(model)), as the ATPESC "
-        "guide writes it; 'model' = DDP(torch.compile(model)), the model inside the wrapper",
+        "--compile-where", choices=COMPILE_FORMS, default=None,
+        help="what to compile: 'ddp' = torch.compile(DDP(model)), as the ATPESC guide writes it "
+        "(what --compile alone does); 'model' = DDP(torch.compile(model)), the model inside "
+        "the wrapper; 'none' = nothing, eager. 'ddp' or 'model' compiles without --compile, so "
+        "one sweep of this flag runs the three forms",
     )  # fmt: skip
     p.add_argument(
         "--sync-steps", action="store_true",
@@ -130,6 +133,25 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     if args.seed is None:
         args.seed = ALCF_SEED if alcf else SMALL["seed"]
     return args
+
+
+def compile_form(args: argparse.Namespace) -> str | None:
+    """Where ``torch.compile`` goes: ``"ddp"``, ``"model"``, or None (eager), from ``--compile``
+    and ``--compile-where``; SpecError when they contradict each other.
+
+    >>> [compile_form(build_parser().parse_args(a)) for a in
+    ...  ([], ["--compile"], ["--compile-where", "model"], ["--compile-where", "none"])]
+    [None, 'ddp', 'model', None]
+    """
+    where = args.compile_where
+    if args.compile and where == "none":
+        raise SpecError(
+            "--compile with --compile-where none asks to compile and not to; drop one of them "
+            "(--compile-where ddp or model compiles without --compile)"
+        )
+    if where in ("ddp", "model"):
+        return where
+    return "ddp" if args.compile else None
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -194,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 def _train(argv: list[str] | None) -> int:
     args = resolve_defaults(build_parser().parse_args(argv))
     check_args(args)
+    where = compile_form(args)
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -231,15 +254,15 @@ def _train(argv: list[str] | None) -> int:
                 flush_print(f"optimize: {note}")
         # Where torch.compile goes decides what Dynamo sees: around DDP, DDP's own Python
         # breaks the graph; inside it, the model's forward is one graph and DDP stays eager.
-        if args.compile and args.compile_where == "model":
+        if where == "model":
             model = torch.compile(model)
         model = DDP(model, device_ids=[dev.index] if dev.type in ("cuda", "xpu") else None)
-        if args.compile and args.compile_where == "ddp":
+        if where == "ddp":
             model = torch.compile(model)
-        if args.compile and info.rank == 0:
+        if where is not None and info.rank == 0:
             from hpcprof_kit.profiling import compile_note
 
-            compile_note(args.compile, args.profile)
+            compile_note(True, args.profile)
         timings: dict[str, list[float]] = {
             "forward": [],
             "backward": [],
@@ -282,8 +305,8 @@ def _train(argv: list[str] | None) -> int:
         window.close()
         folder = timings_dir(args)
         params = {**size, "epochs": args.epochs, "steps_per_epoch": len(loader),
-                  "warmup": args.warmup, "steps": step, "lr": lr, "compile": args.compile,
-                  "compile_where": args.compile_where if args.compile else None,
+                  "warmup": args.warmup, "steps": step, "lr": lr, "compile": where is not None,
+                  "compile_where": where,
                   "loss": "CrossEntropyLoss", "alcf_sizes": args.alcf_sizes,
                   "sync_steps": args.sync_steps}  # fmt: skip
         if folder is not None:

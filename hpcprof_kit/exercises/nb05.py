@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # verdict sentence itself, or a cell that computes it.
 HIDDEN = {
     "check_compiled_verdict": {
-        "text": [r"within noise \(", r"is faster than \w+: median", r"larger than the noise\."],
+        "text": [r"within noise \(", r"is faster than \S+: median", r"larger than the noise\."],
         "code": ["noise_verdict", "difference"],
     }
 }
