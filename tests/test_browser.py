@@ -1,8 +1,8 @@
 """The notebooks in a real browser: JupyterLab + headless Debian chromium driven by Playwright.
 
 nbval sees outputs, not pixels: these tests check what a learner sees. Every notebook that
-draws a plot or shows a widget (the table in ``browser/notebooks.py``) runs top to bottom in
-JupyterLab, with jobs running here (CPU, 2 ranks through Hydra mpiexec, no workshop file) into a
+draws a plot or shows a widget (the table in ``browser/notebooks.py``; the text-only ones are
+nbval's alone) runs top to bottom in JupyterLab, with jobs running here (CPU, 2 ranks through Hydra mpiexec, no workshop file) into a
 scratch runs folder. Each widget must render as a widget (not its text repr, not an error or a
 "Loading widget..." left behind), each figure as a decoded image where the table says it lands,
 and no cell may fail. One JupyterLab server and one browser serve the whole module; each
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from browser.lab import CHROMIUM, JupyterLab, chromium_browser
-from browser.notebooks import ALL_NOTEBOOKS, VIAS, expected, table_problems
+from browser.notebooks import IN_BROWSER, VIAS, expected, table_problems
 from browser.page import (
     PNG_IMAGE,
     WIDGET_OUTPUT,
@@ -69,7 +69,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, repo: Path, chromium: str):
     scratch = tmp_path_factory.mktemp("lab")
     work = scratch / "work"
     (work / "notebooks").mkdir(parents=True)
-    for stem in ALL_NOTEBOOKS:
+    for stem in IN_BROWSER:
         shutil.copy(repo / "notebooks" / f"{stem}.ipynb", work / "notebooks")
     (work / "examples").symlink_to(repo / "examples")  # notebooks name ../examples/...
     with JupyterLab(scratch, work) as server:
@@ -155,7 +155,7 @@ def test_browser_table_matches_the_notebooks(repo: Path):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("stem", ALL_NOTEBOOKS)
+@pytest.mark.parametrize("stem", IN_BROWSER)
 def test_notebook_renders_in_chromium(stem: str, notebooks: Notebooks, lab: JupyterLab):
     ran = notebooks.run(stem)
     ran.check_ran()
