@@ -188,3 +188,50 @@ def test_the_vocabulary_in_the_docs_is_the_registry():
     text = (Path(__file__).resolve().parents[1] / "docs" / "report.md").read_text()
     block = text.split("<!-- vocabulary -->\n", 1)[1].split("<!-- /vocabulary -->", 1)[0]
     assert block == fnd.vocabulary()
+
+
+def _beside(steps: int, tmp_path) -> list[dict]:
+    """200 tiny kernels a step (each launch ~28 µs of host, the kernel 4 µs) beside a 20 ms
+    DataLoader wait and fp32 GEMMs, which stretch the step to ~85 ms: the launches' share of
+    it is under 5 %."""
+    every = list(range(steps))
+    run = Run(seed=7, problems=[Problem("launch_bound", EVERY, every, 200),
+                                Problem("data_loading", EVERY, every, 20.0),
+                                Problem("no_tensor_cores", EVERY, every, 3.0)],
+              **{**SHAPE, "steps": steps})  # fmt: skip
+    return diagnose(run.write(tmp_path))
+
+
+def test_launch_bound_beside_other_host_problems_is_found_by_its_ms(tmp_path):
+    found = {f["kind"]: f for f in _beside(8, tmp_path)}
+    assert {"launch_bound", "data_loading", "no_tensor_cores"} <= set(found)
+    f = found["launch_bound"]
+    assert (f["ranks"], f["steps"]) == (EVERY, list(range(8)))
+    assert 3.0 <= f["value"] < 5.0 and f["threshold"] == 3.0
+    # those queued behind the batch copy start without a gap: not paced, not counted
+    paced = f["evidence"]["tiny_kernels_per_step"]
+    assert 140 <= paced <= 200
+    assert f["gain_ms_per_step"] == pytest.approx(paced * 0.024, rel=0.15)  # ~24 µs idle each
+    spread = f["evidence"]["step_spread_ms"]
+    assert f["gain_ms_per_step"] > 3 * spread
+    assert f"step-to-step spread ({spread:.2f} ms)" in f["summary"]
+
+
+def test_launch_bound_under_its_threshold_needs_steps_enough_to_measure_the_spread(tmp_path):
+    found = {f["kind"] for f in _beside(3, tmp_path)}
+    assert "data_loading" in found and "launch_bound" not in found
+
+
+def test_a_short_dataloader_wait_in_long_fp32_steps_is_found_by_its_ms(tmp_path):
+    """2.5 ms a step waiting for the DataLoader beside fp32 GEMMs three times as long as
+    bf16 ones (~65 ms steps): under 5 % of the step, far above its spread."""
+    run = Run(seed=8, problems=[Problem("data_loading", EVERY, ALL_STEPS, 2.5),
+                                Problem("no_tensor_cores", EVERY, ALL_STEPS, 3.0)],
+              **SHAPE)  # fmt: skip
+    found = {f["kind"]: f for f in diagnose(run.write(tmp_path))}
+    assert set(found) == {"data_loading", "no_tensor_cores"}
+    f = found["data_loading"]
+    assert (f["ranks"], f["steps"]) == (EVERY, ALL_STEPS)
+    assert 3.0 <= f["value"] < 5.0 and f["threshold"] == 3.0
+    assert f["gain_ms_per_step"] == pytest.approx(2.5, rel=0.06)
+    assert f["gain_ms_per_step"] > 3 * f["evidence"]["step_spread_ms"]

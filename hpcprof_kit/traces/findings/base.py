@@ -131,6 +131,18 @@ class RunView:
                 spreads.append(1.4826 * float(np.median(np.abs(wall - np.median(wall)))))
         return float(np.median(spreads)) if spreads else 0.0
 
+    @cached_property
+    def spread_ms(self) -> float | None:
+        """The step-to-step spread over every step (none set aside; the first step dropped):
+        the median over ranks of 1.4826 x the MAD of the rank's step wall times (ms); None
+        when no rank has four steps or more, too few to measure a spread."""
+        spreads = []
+        for _, rows in self.rows[self.rows["step"] >= 0].groupby("rank"):
+            wall = rows.sort_values("step")["wall_ns"].to_numpy(dtype=float)[1:] / 1e6
+            if wall.size >= 3:
+                spreads.append(1.4826 * float(np.median(np.abs(wall - np.median(wall)))))
+        return float(np.median(spreads)) if spreads else None
+
     def per_step(self, column: str) -> pd.Series:
         """``sig[column]`` per (rank, step) of :attr:`rows` (0 where the signals have none)."""
         sig = self.sig.set_index(["rank", "step"])[column]
@@ -147,6 +159,14 @@ class RunView:
         of the run's own spread: above 3 x the uncertainty of a median of that many steps
         (the step-to-step spread / sqrt(steps))."""
         return effect_ms > NOISE_TIMES * self.step_noise_ms / max(1, self.n_steps) ** 0.5
+
+    def stands_out(self, effect_ms: float) -> bool:
+        """Whether an effect of ``effect_ms`` per step beats 3 x the step-to-step spread
+        itself (:attr:`spread_ms`), not only the uncertainty of a median: the stricter test
+        of a share under a rule's threshold. False when the run has too few steps to
+        measure its spread."""
+        spread = self.spread_ms
+        return spread is not None and effect_ms > NOISE_TIMES * max(spread, self.step_noise_ms)
 
     def wall_ms(self) -> float:
         """The median step wall time (ms) of :attr:`rows`."""
@@ -187,16 +207,18 @@ def lacks(view: RunView, *columns: str) -> str | None:
 
 
 def finding(kind: str, ranks, steps, value: float, summary: str, evidence: dict[str, Any],
-            gain_ms: float | None = None, advice: str | None = None) -> dict:  # fmt: skip
-    """A finding of ``kind``: its threshold, unit and (unless given) advice from the registry;
-    ``gain_ms``, when known, is the estimated gain per step if fixed."""
+            gain_ms: float | None = None, advice: str | None = None,
+            threshold: float | None = None) -> dict:  # fmt: skip
+    """A finding of ``kind``: its threshold (unless given: a lower floor the value was
+    judged against), unit and (unless given) advice from the registry; ``gain_ms``, when
+    known, is the estimated gain per step if fixed."""
     r = RULES[kind]
     out = {
         "kind": kind,
         "ranks": sorted({int(x) for x in ranks}),
         "steps": sorted({int(s) for s in steps}),
         "value": round(float(value), 3),
-        "threshold": r.threshold,
+        "threshold": r.threshold if threshold is None else threshold,
         "unit": r.unit,
         "summary": summary,
         "evidence": evidence,
@@ -217,22 +239,26 @@ def stepped(b: pd.DataFrame) -> pd.DataFrame:
     return b[b["step"].to_numpy() >= 0]
 
 
-def share_rule(view: RunView, kind: str, column: str, min_ms: float = 0.05):
+def share_rule(view: RunView, kind: str, column: str, min_ms: float = 0.05,
+               floor: float | None = None):  # fmt: skip
     """The common test of a rule whose signal is time (ns) per (rank, step): per rank, the
     median share of its steps at or above the threshold and the median effect (ms per step)
-    above ``min_ms`` and the run's noise. Returns (value, effect_ms, ranks, steps) for the
-    ranks that pass (value and effect: the largest of theirs), or None."""
+    above ``min_ms`` and the run's noise. With ``floor`` (a share under the threshold), the
+    share need only reach ``floor`` and the effect must beat the spread itself
+    (:meth:`RunView.stands_out`). Returns (value, effect_ms, ranks, steps) for the ranks
+    that pass (value and effect: the largest of theirs), or None."""
     share = view.share(column).dropna()
     if share.empty:
         return None
+    least = RULES[kind].threshold if floor is None else floor
+    noise = view.beats_noise if floor is None else view.stands_out
     ms = view.per_step(column) / 1e6
     per = share.groupby(level="rank").median()
     effect = ms.groupby(level="rank").median()
     hot = [int(r) for r in per.index
-           if per[r] >= RULES[kind].threshold and effect[r] >= min_ms
-           and view.beats_noise(float(effect[r]))]  # fmt: skip
+           if per[r] >= least and effect[r] >= min_ms and noise(float(effect[r]))]  # fmt: skip
     if not hot:
         return None
     mine = share[share.index.get_level_values("rank").isin(hot)]
-    steps = sorted({int(s) for (_, s), v in mine.items() if v >= RULES[kind].threshold and s >= 0})
+    steps = sorted({int(s) for (_, s), v in mine.items() if v >= least and s >= 0})
     return float(per[hot].max()), float(effect[hot].max()), hot, steps
