@@ -62,6 +62,20 @@ def rule(kind: str, *, definition: str, threshold: float, unit: str, noise: str,
     return register
 
 
+def _rank_spreads(rows: pd.DataFrame) -> list[float]:
+    """Per rank with four steps or more: 1.4826 x the MAD of its step wall times (ms), its
+    first step left out."""
+    ordered = rows.sort_values(["rank", "step"], kind="stable")
+    ranks = ordered["rank"].to_numpy()
+    wall = ordered["wall_ns"].to_numpy(dtype=float) / 1e6
+    spreads = []
+    for w in np.split(wall, np.flatnonzero(np.diff(ranks)) + 1) if wall.size else []:
+        w = w[1:]
+        if w.size >= 3:
+            spreads.append(1.4826 * float(np.median(np.abs(w - np.median(w)))))
+    return spreads
+
+
 @dataclass
 class RunView:
     """A run prepared once for every rule: ``b`` (``step_breakdown``), ``steps``
@@ -122,25 +136,23 @@ class RunView:
         """The run's step-to-step spread: the median over ranks of 1.4826 x the MAD of the
         rank's step wall times (ms), the first step and those a straggler finding explains
         set aside; 0 with fewer than three steps."""
-        explained = {s for f in self.found.get("straggler", []) for s in f["steps"]}
-        spreads = []
-        steady = self.rows[(self.rows["step"] >= 0) & ~self.rows["step"].isin(explained)]
-        for _, rows in steady.groupby("rank"):
-            wall = rows.sort_values("step")["wall_ns"].to_numpy(dtype=float)[1:] / 1e6
-            if wall.size >= 3:
-                spreads.append(1.4826 * float(np.median(np.abs(wall - np.median(wall)))))
-        return float(np.median(spreads)) if spreads else 0.0
+        explained = frozenset(s for f in self.found.get("straggler", []) for s in f["steps"])
+        if explained not in self._noise:  # asked by every rule's noise test: made once
+            steady = self.rows[(self.rows["step"] >= 0) & ~self.rows["step"].isin(explained)]
+            spreads = _rank_spreads(steady)
+            self._noise[explained] = float(np.median(spreads)) if spreads else 0.0
+        return self._noise[explained]
+
+    @cached_property
+    def _noise(self) -> dict[frozenset, float]:
+        return {}
 
     @cached_property
     def spread_ms(self) -> float | None:
         """The step-to-step spread over every step (none set aside; the first step dropped):
         the median over ranks of 1.4826 x the MAD of the rank's step wall times (ms); None
         when no rank has four steps or more, too few to measure a spread."""
-        spreads = []
-        for _, rows in self.rows[self.rows["step"] >= 0].groupby("rank"):
-            wall = rows.sort_values("step")["wall_ns"].to_numpy(dtype=float)[1:] / 1e6
-            if wall.size >= 3:
-                spreads.append(1.4826 * float(np.median(np.abs(wall - np.median(wall)))))
+        spreads = _rank_spreads(self.rows[self.rows["step"] >= 0])
         return float(np.median(spreads)) if spreads else None
 
     def per_step(self, column: str) -> pd.Series:
