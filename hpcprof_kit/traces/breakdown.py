@@ -179,12 +179,13 @@ def _event_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
         "host": host,
         "host_comm": host & is_comm,
     }
-    # host collectives that block until the data has moved (gloo, MPI: a device rank whose
-    # collectives run on the host), not a device library's enqueue (nccl:, xccl:)
+    # host collectives that block until the data has moved: gloo's and MPI's own ranges (a
+    # device rank whose collectives run on the host), not the enqueues every backend records
+    # (c10d::allreduce_, record_param_comms) nor a device library's (nccl:, xccl:)
     rows = np.flatnonzero(cols["host_comm"])
-    enqueue = df["name"].iloc[rows].astype(str).str.match(r"(?i)(?:nccl|rccl|xccl|ccl)[:_]")
-    cols["host_blocking_comm"] = cols["host_comm"].copy()
-    cols["host_blocking_comm"][rows[enqueue.to_numpy(dtype=bool)]] = False
+    blocking = df["name"].iloc[rows].astype(str).str.match(r"(?:gloo|mpi):")
+    cols["host_blocking_comm"] = np.zeros(len(df), dtype=bool)
+    cols["host_blocking_comm"][rows[blocking.to_numpy(dtype=bool)]] = True
     # CPU-only ranks split their host work by thread; a row without pid or tid (code -1) has
     # no thread, and like a pandas groupby the split leaves it out
     pid, tid = (pd.factorize(df[c])[0].astype(np.int64) for c in ("pid", "tid"))
