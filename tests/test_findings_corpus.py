@@ -173,12 +173,13 @@ def test_a_cpu_only_trace_lists_the_device_kinds_as_not_applicable():
     found = diagnose(ddp)
     for kind in ("pageable_copy", "no_tensor_cores", "sync_copy", "synchronize_in_step"):
         assert found.coverage[kind].startswith("not applicable: the trace has no device")
-    # the CPU twins run there: Adam's per-parameter loop (torch's default on the CPU) is ~525
-    # tiny ops a step; the trace was recorded without [memory] events, so no churn rule
+    # the CPU twins run there: Adam's per-parameter loop (torch's default on the CPU) and the
+    # tiny autograd nodes are ~620 ops under 25 µs a step; the trace was recorded without
+    # [memory] events, so no churn rule
     tiny = next(f for f in found if f["kind"] == "launch_bound")
     assert tiny["evidence"]["tiny_ops_per_step"] > 500 and "foreach=True" in tiny["advice"]
-    assert {o["name"] for o in tiny["evidence"]["ops"]} == {"aten::add_", "aten::item",
-                                                           "aten::addcdiv_"}  # fmt: skip
+    # Adam's per-parameter ops lead; a step's tiny autograd nodes are among the rest
+    assert [o["name"] for o in tiny["evidence"]["ops"]][:2] == ["aten::add_", "aten::item"]
     assert found.coverage["allocator_churn"].startswith("could not run: a CPU-only run shows")
 
 

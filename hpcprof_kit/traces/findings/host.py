@@ -234,7 +234,7 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
     definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
     "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall. "
     "On a CPU-only run, where the ops are the work: the host time in outermost aten ops "
-    "whose median call is under 10 µs (their dispatch, not their arithmetic) and the Python "
+    "whose median call is under 25 µs (their dispatch, not their arithmetic) and the Python "
     "between them",
     threshold=5.0,
     unit="% of step",
@@ -290,7 +290,7 @@ def _launch_bound_host(view: RunView) -> list[dict]:
     return [
         finding(
             "launch_bound", ranks, steps, value,
-            f"{evidence['tiny_ops_per_step']} tiny host ops a step (under 10 µs a call) take "
+            f"{evidence['tiny_ops_per_step']} tiny host ops a step (under 25 µs a call) take "
             f"{effect:.1f} ms ({value:.1f} %) of the step: the time goes to dispatching ops, "
             "not to their work",
             evidence, gain_ms=effect, advice=CPU_LAUNCH_ADVICE,

@@ -19,7 +19,9 @@ from hpcprof_kit.traces.breakdown import text_test
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-TINY_OP_NS = 10_000  # a host op this short is its dispatch: eager PyTorch spends a few µs each
+TINY_OP_NS = 25_000  # a host op this short is its dispatch: eager PyTorch spends a few µs
+# each, 6-15 µs with the profiler recording it (14 µs for an 8-element mul_ on a loaded 2-core
+# machine, where a 10 µs line let the whole loop through)
 # (by the median call of its name: a call the OS preempted is still one of the loop's)
 LOOP_GAP_NS = 10_000  # Python between two tiny ops of one loop; a longer gap ends the loop
 # a host block this large is above glibc's largest mmap threshold (32 MiB on 64-bit): each
