@@ -96,6 +96,16 @@ def device_wait(view: RunView, kind: str, column: str):
     return share_rule(view, kind, column, floor=SHARE_FLOOR), SHARE_FLOOR
 
 
+def waited(kind: str, view: RunView, hit, floor, summary: str, evidence: dict) -> list[dict]:
+    """The finding of a :func:`device_wait` hit: its gain is the wait, and a hit from the
+    floor says so in its summary and states the floor as its threshold."""
+    value, effect, ranks, steps = hit
+    if floor is not None:
+        summary += under_threshold(view, kind, effect, evidence)
+    return [finding(kind, ranks, steps, value, summary, evidence, gain_ms=effect,
+                    threshold=floor)]  # fmt: skip
+
+
 def under_threshold(view: RunView, kind: str, effect_ms: float, evidence: dict) -> str:
     """The words a finding from the floor adds to its summary (and the spread to its
     evidence): why a share under the threshold is still named."""
@@ -132,10 +142,7 @@ def data_loading(view: RunView) -> list[dict]:
     }
     summary = (f"the {'device' if view.on_device else 'training'} waits {effect:.1f} ms a "
                f"step ({value:.1f} %) for the host to fetch the next batch from the DataLoader")  # fmt: skip
-    if floor is not None:
-        summary += under_threshold(view, "data_loading", effect, evidence)
-    return [finding("data_loading", ranks, steps, value, summary, evidence, gain_ms=effect,
-                    threshold=floor)]  # fmt: skip
+    return waited("data_loading", view, hit, floor, summary, evidence)
 
 
 @rule(
@@ -267,10 +274,7 @@ def _launch_bound_device(view: RunView) -> list[dict]:
     }
     summary = (f"{evidence['tiny_kernels_per_step']} tiny kernels a step leave the device idle "
                f"{effect:.1f} ms ({value:.1f} %) between them, waiting for their launches")  # fmt: skip
-    if floor is not None:
-        summary += under_threshold(view, "launch_bound", effect, evidence)
-    return [finding("launch_bound", ranks, steps, value, summary, evidence, gain_ms=effect,
-                    threshold=floor)]  # fmt: skip
+    return waited("launch_bound", view, hit, floor, summary, evidence)
 
 
 def _launch_bound_host(view: RunView) -> list[dict]:
