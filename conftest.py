@@ -17,6 +17,9 @@ if "HPCPROF_RUNS_DIR" not in os.environ:
 # Kineto's USDT stderr lines break stored-output comparisons; silence them before torch loads.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
+# `--cpu-report FILE`: each test's wall and CPU seconds, for finding where the suite's time goes.
+pytest_plugins = ("tests.cpu_time",)
+
 
 def pytest_addoption(parser):
     parser.addoption(

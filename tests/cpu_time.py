@@ -1,0 +1,115 @@
+"""Where the suite's time goes: ``pytest --cpu-report=FILE`` writes, per test, its wall seconds
+and the CPU seconds it used, its own and its finished subprocesses' (jobs, ranks, kernels).
+
+On two cores the wall time of one test says little: it is whatever the other worker left it. The
+CPU seconds add up: their sum over the run, divided by the cores, is the least wall time any
+ordering can reach, and the files with the most are where a saving counts. Each xdist worker
+writes its own ``FILE.<worker>.tsv``; ``python tests/cpu_time.py FILE`` adds them up per file
+(or notebook) and prints the table. CPU used by a process nobody waits for (a daemon reaped at
+exit) is not counted; the table's total says how much of the machine's CPU it accounts for.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+COLUMNS = ("nodeid", "wall_s", "self_cpu_s", "children_cpu_s")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu-report",
+        default=None,
+        metavar="FILE",
+        help="write each test's wall and CPU seconds to FILE.<worker>.tsv (tests/cpu_time.py)",
+    )
+
+
+def _busy() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat, all cores)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    target = item.config.getoption("--cpu-report")
+    if not target:
+        yield
+        return
+    before, start = os.times(), time.monotonic()
+    yield
+    after, wall = os.times(), time.monotonic() - start
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    path = Path(f"{target}.{worker}.tsv")
+    new = not path.exists()
+    with path.open("a") as out:
+        if new:
+            out.write("\t".join(COLUMNS) + "\n")
+        own = (after.user - before.user) + (after.system - before.system)
+        kids = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
+        out.write(f"{item.nodeid}\t{wall:.2f}\t{own:.2f}\t{kids:.2f}\n")
+
+
+def pytest_sessionstart(session):
+    target = session.config.getoption("--cpu-report")
+    if target and not os.environ.get("PYTEST_XDIST_WORKER"):
+        Path(f"{target}.machine").write_text(f"{_busy():.2f}\t{time.monotonic():.2f}\n")
+
+
+def pytest_sessionfinish(session):
+    target = session.config.getoption("--cpu-report")
+    if target and not os.environ.get("PYTEST_XDIST_WORKER"):
+        with Path(f"{target}.machine").open("a") as out:
+            out.write(f"{_busy():.2f}\t{time.monotonic():.2f}\n")
+
+
+def summary(target: str, top: int = 40) -> str:
+    """The per-file table of a run's ``--cpu-report`` files, most CPU first."""
+    per_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+    for path in sorted(Path(target).parent.glob(Path(target).name + ".*.tsv")):
+        for line in path.read_text().splitlines()[1:]:
+            nodeid, wall, own, kids = line.split("\t")
+            row = per_file[nodeid.split("::")[0]]
+            row[0] += float(wall)
+            row[1] += float(own)
+            row[2] += float(kids)
+            row[3] += 1
+    rows = sorted(per_file.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))
+    total_cpu = sum(r[1] + r[2] for _, r in rows)
+    lines = [f"{'file':58} {'tests':>5} {'wall s':>8} {'cpu s':>8} {'of cpu':>7}"]
+    for name, (wall, own, kids, n) in rows[:top]:
+        cpu = own + kids
+        lines.append(f"{name[:58]:58} {n:5d} {wall:8.1f} {cpu:8.1f} {cpu / total_cpu:7.1%}")
+    rest = rows[top:]
+    if rest:
+        cpu = sum(r[1] + r[2] for _, r in rest)
+        lines.append(
+            f"{f'({len(rest)} more files)':58} {'':5} {'':8} {cpu:8.1f} {cpu / total_cpu:7.1%}"
+        )
+    lines.append(f"{'total counted':58} {'':5} {'':8} {total_cpu:8.1f}")
+    machine = Path(f"{target}.machine")
+    if machine.exists():
+        (busy0, t0), (busy1, t1) = (
+            map(float, ln.split()) for ln in machine.read_text().split("\n")[:2]
+        )
+        lines.append(
+            f"machine busy during the run: {busy1 - busy0:.0f} CPU s over {t1 - t0:.0f} s wall "
+            f"({(busy1 - busy0) / (t1 - t0):.2f} cores busy); counted above: "
+            f"{total_cpu / (busy1 - busy0):.0%}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(summary(sys.argv[1], *(int(a) for a in sys.argv[2:3])))
