@@ -99,10 +99,9 @@ def summary(target: str, top: int = 40) -> str:
         )
     lines.append(f"{'total counted':58} {'':5} {'':8} {total_cpu:8.1f}")
     machine = Path(f"{target}.machine")
-    if machine.exists():
-        (busy0, t0), (busy1, t1) = (
-            map(float, ln.split()) for ln in machine.read_text().split("\n")[:2]
-        )
+    if machine.exists():  # the start line, and the end line once the run ended (else: now)
+        marks = [tuple(map(float, ln.split())) for ln in machine.read_text().splitlines()]
+        (busy0, t0), (busy1, t1) = marks[0], (marks[1:] or [(_busy(), time.monotonic())])[0]
         lines.append(
             f"machine busy during the run: {busy1 - busy0:.0f} CPU s over {t1 - t0:.0f} s wall "
             f"({(busy1 - busy0) / (t1 - t0):.2f} cores busy); counted above: "

@@ -35,6 +35,7 @@ def _run(where: str):
     return job, json.loads(timing.read_text())
 
 
+@pytest.mark.jobs  # a real compiled job each: left out of `make test-quick`
 @pytest.mark.parametrize("where", ["ddp", "model"])
 def test_where_to_compile_decides_which_ops_run_compiled(where):
     job, timing = _run(where)

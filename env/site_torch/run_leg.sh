@@ -73,5 +73,7 @@ export PATH="$PWD/$venv/bin:$PATH"
 print(f"site-torch leg: Python {sys.version.split()[0]}, torch {torch.__version__}, ipex {ipex.__version__}", file=sys.stderr)'
 start=$SECONDS
 "$venv/bin/hpcprof-kit" demo
-"$venv/bin/python" -m pytest -p no:cacheprovider "${TEST_FILES[@]}"
+# Two workers, grouped as in the main leg (tests/conftest.py): the tests wait on ranks and jobs.
+"$venv/bin/python" -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadgroup \
+  --no-loadscope-reorder --durations=10 "${TEST_FILES[@]}"
 say "demo and tests took $((SECONDS - start)) s"
