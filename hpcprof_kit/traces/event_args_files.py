@@ -88,7 +88,7 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
     anchor = _anchors(kinds)
     # a plain find runs at memory speed, the alternation's search far slower: a piece
     # without any key as text (most of a trace) skips the search
-    quoted = [b'"' + k + b'"' for kind in kinds for k in KINDS[kind]]
+    quoted = list(dict.fromkeys(b'"' + k + b'"' for kind in kinds for k in KINDS[kind]))
     base_re = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
     found: list[bytes] = []
     base = None
