@@ -267,10 +267,13 @@ def _collectives(rank, step, dur, corr, track, dev, cargs):
     if not coll.any():
         return []
     rows = np.flatnonzero(coll)
-    size = np.array([cargs.get((int(rank[i]), int(corr[i])), (-1, "", -1)) for i in rows],
-                    dtype=object)  # fmt: skip
-    nbytes = np.array([s[0] for s in size], dtype=np.int64)
-    factor = np.array([N.bus_factor(s[1], s[2]) for s in size])
+    size = [cargs.get((int(r), int(c)), (-1, "", -1)) for r, c in zip(rank[rows].tolist(),
+            corr[rows].tolist(), strict=True)] if cargs else [(-1, "", -1)] * rows.size  # fmt: skip
+    nbytes = np.fromiter((s[0] for s in size), dtype=np.int64, count=rows.size)
+    # the bus factor of the big ones alone: only they are read
+    factor = np.ones(rows.size)
+    for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
+        factor[j] = N.bus_factor(size[j][1], size[j][2])
     sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
         BIG_COLL_BYTES)  # fmt: skip
     r, s, d = rank[rows], step[rows], dur[rows]
