@@ -351,13 +351,13 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
             "activity so the profiler keeps its runtime calls, or load the trace with "
             "hpcprof_kit.traces.load, which keeps them on the 'runtime' track"
         )
-    names = df["name"].astype(str)
+    names = _names(df["name"], np.concatenate([calls, events]))
     prev_end = _previous_end(rank, df["device"].to_numpy().astype(np.int64), stream, start, end)
     host = pd.DataFrame(
         {
             "rank": rank[calls],
             "corr": corr[calls],
-            "launch": names.to_numpy()[calls],
+            "launch": names[calls],
             "launch_ts_ns": start[calls],
             "cpu_duration_ns": end[calls] - start[calls],
         }
@@ -366,7 +366,7 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
         {
             "rank": rank[events],
             "corr": corr[events],
-            "kernel": names.to_numpy()[events],
+            "kernel": names[events],
             "device": df["device"].to_numpy()[events].astype(np.int64),
             "stream": stream[events],
             "_start": start[events],
@@ -393,6 +393,19 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
     out = out.sort_values(["rank", "launch_ts_ns", "corr"], kind="stable", ignore_index=True)
     out = out[LAUNCH_COLUMNS].astype({"rank": "int64", "corr": "int64"})
     out.attrs["skipped"] = _skipped(rank, out["rank"].to_numpy(), "no paired launch")
+    return out
+
+
+def _names(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The names of ``rows`` as text (an object array over the whole table, filled there
+    only): a category column is looked up per code, not turned into text for every row."""
+    out = np.empty(len(column), dtype=object)
+    if column.dtype == "category":
+        labels = np.asarray(column.cat.categories.astype(str), dtype=object)
+        codes = column.cat.codes.to_numpy()[rows]
+        out[rows] = np.where(codes >= 0, labels[codes] if labels.size else "nan", "nan")
+    else:
+        out[rows] = column.astype(str).to_numpy()[rows]
     return out
 
 

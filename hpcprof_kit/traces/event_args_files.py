@@ -41,7 +41,7 @@ KINDS: dict[str, tuple[bytes, ...]] = {
 # the value columns read from a file, besides pid, tid, name and ts_ns
 READ_COLUMNS = (
     "bytes", "size", "collective", "msg_elems", "dtype", "group_size", "input_dims",
-    "input_types", "grid", "block",
+    "input_types", "grid", "block", "correlation", "external_id",
 )  # fmt: skip
 
 _ANCHOR_TAIL = rb'"\s*:'
@@ -60,6 +60,9 @@ class _Args(msgspec.Struct, gc=False):
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     grid: msgspec.Raw = msgspec.Raw(b"")
     block: msgspec.Raw = msgspec.Raw(b"")
+    # the ids the rules key arguments by, without matching the file to a table
+    correlation: Scalar = None
+    external_id: Scalar = msgspec.field(default=None, name="External id")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -83,6 +86,9 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
     """The text of every event holding one of the kinds' keys in its args, and the file's
     ``baseTimeNanoseconds``."""
     anchor = _anchors(kinds)
+    # a plain find runs at memory speed, the alternation's search far slower: a piece
+    # without any key as text (most of a trace) skips the search
+    quoted = list(dict.fromkeys(b'"' + k + b'"' for kind in kinds for k in KINDS[kind]))
     base_re = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
     found: list[bytes] = []
     base = None
@@ -90,7 +96,8 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
     for piece in _pieces(path, []):  # a cut-short gzip ends early, as the loader's does
         buf += piece
         done = 0
-        while (m := anchor.search(buf, done)) is not None:
+        keyed = any(k in buf for k in quoted)
+        while keyed and (m := anchor.search(buf, done)) is not None:
             span = _event_around(buf, m.start())
             if span is None:
                 if len(buf) - m.start() < _TOO_FAR:
@@ -163,6 +170,8 @@ def _read(path: str, size: int, mtime_ns: int, kinds: tuple[str, ...]) -> dict[s
         out["input_types"].append(_text(a.input_types))
         out["grid"].append(_text(a.grid))
         out["block"].append(_text(a.block))
+        out["correlation"].append(_number(a.correlation))
+        out["external_id"].append(_number(a.external_id))
     return out
 
 

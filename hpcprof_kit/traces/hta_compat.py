@@ -134,7 +134,10 @@ def _device_rows(df: pd.DataFrame, start: np.ndarray) -> np.ndarray:
     cutoff = cutoff[np.searchsorted(ranks, rank)]
     early = host & (start < cutoff)
     key = (rank << 40) | (corr & ((1 << 40) - 1))  # (rank, correlation id) as one number
-    launched = device & np.isin(key, key[early & (corr >= 0)])
+    # membership by binary search in the few early keys: np.isin would sort the whole table
+    early_keys = np.unique(key[early & (corr >= 0)])
+    at = np.minimum(np.searchsorted(early_keys, key), max(early_keys.size - 1, 0))
+    launched = device & (early_keys[at] == key) if early_keys.size else np.zeros_like(device)
     return (launched | early) & (stream != -1)
 
 

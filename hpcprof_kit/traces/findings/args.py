@@ -1,101 +1,69 @@
 """The few event arguments the rules read, from the trace files a table came from: copy bytes,
-collective name, message elements, dtype and group size (on the copy and collective kernels,
-keyed by rank and correlation id) and the input types of the ops that launch kernels (keyed
-by rank and External id). The table keeps no arguments; each file is read once per version.
+collective name, message bytes and group size (on the copy and collective kernels, keyed by
+rank and correlation id) and the input types of the ops that launch kernels (keyed by rank and
+External id). The events are found and decoded by :mod:`hpcprof_kit.traces.event_args_files`
+(only those carrying such an argument; each file once per version), the reader
+``traces.event_args`` uses; this module only keys them by the ids the rules join on.
 
 >>> import json, tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t-0-of-1.json"
 >>> _ = p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "gpu_memcpy",
 ...     "name": "Memcpy HtoD (Pageable -> Device)", "ts": 1, "dur": 2,
 ...     "args": {"bytes": 64, "correlation": 5}}]}))
->>> file_args(str(p))["bytes"].tolist()
-[64]
+>>> cols = file_args(str(p))
+>>> cols["bytes"].tolist(), cols["corr"].tolist()
+([64], [5])
 """
 
 from __future__ import annotations
 
-import gzip
-import os
-from functools import lru_cache
 from typing import Any
 
 import msgspec
 import numpy as np
 
+from ...errors import TraceFormatError
+from ..event_args_files import file_event_args
+from ..event_args_table import DTYPE_BYTES
 from ..memory_events import rank_files
-from ..stream import _clean
 
-# bytes per element of the dtypes record_param_comms and the NCCL kernels name
-DTYPE_BYTES = {"Float": 4, "float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4,
-               "Long": 8, "Byte": 1, "Char": 1, "Bool": 1, "Float8_e4m3fn": 1}  # fmt: skip
 COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
+KINDS = ("copies", "collectives", "inputs")  # the arguments the rules read
 
 
-class _Args(msgspec.Struct):
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    bytes: Any = None
-    coll: Any = msgspec.field(default=None, name="Collective name")
-    nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    dtype: Any = None
-    group: Any = msgspec.field(default=None, name="Group size")
-    input_type: Any = msgspec.field(default=None, name="Input type")
+def _ids(values: list) -> np.ndarray:
+    return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
 
-class _Event(msgspec.Struct):
-    args: _Args | None = None
-
-
-class _Doc(msgspec.Struct):
-    traceEvents: list[_Event] = []  # noqa: N815 (the format's name)
-
-
-def _int(v: Any) -> int:
+def _types(text: str | None) -> str:
+    """``'["float", "float"]'`` -> ``"float,float"`` ("" when not a list)."""
     try:
-        return int(v)
-    except (TypeError, ValueError):
-        return -1
-
-
-@lru_cache(maxsize=64)
-def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    try:
-        doc = msgspec.json.decode(raw, type=_Doc)
+        types = msgspec.json.decode(text) if text else None
     except msgspec.DecodeError:
-        doc = msgspec.json.decode(_clean(raw), type=_Doc)
-    rows: dict[str, list] = {c: [] for c in COLUMNS}
-    for e in doc.traceEvents:
-        a = e.args
-        if a is None or (a.bytes is None and a.coll is None and a.input_type is None):
-            continue
-        nbytes = _int(a.bytes)
-        if nbytes < 0 and a.nelems is not None:
-            nbytes = _int(a.nelems) * DTYPE_BYTES.get(str(a.dtype), 4)
-        rows["corr"].append(_int(a.correlation))
-        rows["ext"].append(_int(a.external_id))
-        rows["bytes"].append(nbytes)
-        rows["coll"].append(str(a.coll or ""))
-        rows["group"].append(_int(a.group))
-        types = a.input_type if isinstance(a.input_type, list) else []
-        rows["input_type"].append(",".join(str(t) for t in types))
-    return {
-        "corr": np.asarray(rows["corr"], dtype=np.int64),
-        "ext": np.asarray(rows["ext"], dtype=np.int64),
-        "bytes": np.asarray(rows["bytes"], dtype=np.int64),
-        "coll": np.asarray(rows["coll"], dtype=object),
-        "group": np.asarray(rows["group"], dtype=np.int64),
-        "input_type": np.asarray(rows["input_type"], dtype=object),
-    }
+        return ""
+    return ",".join(str(t) for t in types) if isinstance(types, list) else ""
 
 
 def file_args(path: str) -> dict[str, np.ndarray]:
-    """The kept arguments of one trace file as columns (``COLUMNS``), in file order."""
-    st = os.stat(path)
-    return _read(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    """The kept arguments of one trace file as columns (``COLUMNS``), in file order: the
+    events with a byte count, a collective's name or input types."""
+    got = file_event_args(path, KINDS)
+    keep = [i for i, (b, c, t) in enumerate(zip(got["bytes"], got["collective"],
+            got["input_types"], strict=True)) if b is not None or c is not None or t]  # fmt: skip
+    nbytes = []
+    for i in keep:
+        b, elems = got["bytes"][i], got["msg_elems"][i]
+        if b is None and elems is not None:  # a collective: its elements times their size
+            b = elems * DTYPE_BYTES.get(str(got["dtype"][i]), 4)
+        nbytes.append(b)
+    return {
+        "corr": _ids([got["correlation"][i] for i in keep]),
+        "ext": _ids([got["external_id"][i] for i in keep]),
+        "bytes": _ids(nbytes),
+        "coll": np.array([got["collective"][i] or "" for i in keep], dtype=object),
+        "group": _ids([got["group_size"][i] for i in keep]),
+        "input_type": np.array([_types(got["input_types"][i]) for i in keep], dtype=object),
+    }
 
 
 def run_args(meta: dict) -> Any:
@@ -103,14 +71,19 @@ def run_args(meta: dict) -> Any:
     column; None when no file can be read (the table was built in memory, or moved)."""
     import pandas as pd
 
-    frames = []
+    frames, read = [], False
     for rank, m in (meta or {}).items():
         for _, source in rank_files(m):
             try:
                 cols = file_args(source)
-            except (OSError, msgspec.DecodeError):
+            except (OSError, TraceFormatError, msgspec.DecodeError):
+                continue
+            read = True
+            if not len(cols["corr"]):
                 continue
             frame = pd.DataFrame(cols)
             frame.insert(0, "rank", int(rank))
             frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else None
+    if not frames:  # no file read: None; files without any of the arguments: no rows
+        return pd.DataFrame(columns=["rank", *COLUMNS]) if read else None
+    return pd.concat(frames, ignore_index=True)

@@ -76,6 +76,27 @@ def _rank_spreads(rows: pd.DataFrame) -> list[float]:
     return spreads
 
 
+def rank_walls(b: pd.DataFrame) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per rank (ascending) of a breakdown's real steps: the rank, its steps (ascending) and
+    their wall times (ns, float), split from one sort rather than a pandas group per rank.
+
+    >>> import pandas as pd
+    >>> [(r, s.tolist(), w.tolist()) for r, s, w in rank_walls(pd.DataFrame({"rank": [1, 0, 1],
+    ...     "step": [4, 2, 3], "wall_ns": [9, 5, 7]}))]
+    [(0, [2], [5.0]), (1, [3, 4], [7.0, 9.0])]
+    """
+    real = b[b["step"].to_numpy() >= 0]
+    rank = real["rank"].to_numpy(dtype=np.int64)
+    if not rank.size:
+        return []
+    step = real["step"].to_numpy(dtype=np.int64)
+    order = np.lexsort((step, rank))
+    rank, step, wall = rank[order], step[order], real["wall_ns"].to_numpy(dtype=float)[order]
+    cut = np.flatnonzero(rank[1:] != rank[:-1]) + 1
+    return [(int(rank[i]), s, w) for i, s, w in zip(np.r_[0, cut], np.split(step, cut),
+            np.split(wall, cut), strict=True)]  # fmt: skip
+
+
 @dataclass
 class RunView:
     """A run prepared once for every rule: ``b`` (``step_breakdown``), ``steps``
@@ -98,11 +119,9 @@ class RunView:
     def truncated(self) -> set[tuple[int, int]]:
         """(rank, step) of last steps cut short by the end of the recording."""
         out = set()
-        for rank, rows in self.b[self.b["step"] >= 0].groupby("rank"):
-            rows = rows.sort_values("step")
-            wall = rows["wall_ns"].to_numpy(dtype=float)
+        for rank, steps, wall in rank_walls(self.b):
             if wall.size >= 3 and wall[-1] < TRUNCATED_SHARE * np.median(wall[:-1]):
-                out.add((int(rank), int(rows["step"].iloc[-1])))
+                out.add((rank, int(steps[-1])))
         return out
 
     @cached_property
@@ -118,6 +137,19 @@ class RunView:
             for r, s in zip(real["rank"], real["step"], strict=True)
         ]
         return real[np.asarray(keep, dtype=bool)]
+
+    @cached_property
+    def walls(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """:func:`rank_walls` of :attr:`rows`: per rank its steps and their wall times."""
+        return rank_walls(self.rows)
+
+    @cached_property
+    def _rows_index(self) -> pd.MultiIndex:
+        return self.rows.set_index(["rank", "step"]).index
+
+    @cached_property
+    def _sig_by_step(self) -> pd.DataFrame:
+        return self.sig.set_index(["rank", "step"])
 
     @cached_property
     def stepped(self) -> bool:
@@ -157,13 +189,14 @@ class RunView:
 
     def per_step(self, column: str) -> pd.Series:
         """``sig[column]`` per (rank, step) of :attr:`rows` (0 where the signals have none)."""
-        sig = self.sig.set_index(["rank", "step"])[column]
-        index = self.rows.set_index(["rank", "step"]).index
-        return sig.reindex(index).fillna(0).astype(float)
+        # the (rank, step) indexes are built once per run, not once per rule
+        return self._sig_by_step[column].reindex(self._rows_index).fillna(0).astype(float)
 
     def share(self, column: str) -> pd.Series:
         """``sig[column]`` (ns) per (rank, step) as % of that step's wall time."""
-        wall = self.rows.set_index(["rank", "step"])["wall_ns"].astype(float)
+        import pandas as pd
+
+        wall = pd.Series(self.rows["wall_ns"].to_numpy(dtype=float), self._rows_index)
         return 100.0 * self.per_step(column) / wall.where(wall > 0, np.nan)
 
     def beats_noise(self, effect_ms: float) -> bool:
@@ -267,8 +300,8 @@ def share_rule(view: RunView, kind: str, column: str, min_ms: float = 0.05,
     ms = view.per_step(column) / 1e6
     per = share.groupby(level="rank").median()
     effect = ms.groupby(level="rank").median()
-    hot = [int(r) for r in per.index
-           if per[r] >= least and effect[r] >= min_ms and noise(float(effect[r]))]  # fmt: skip
+    hot = [int(r) for r, p, e in zip(per.index, per.to_numpy(), effect.reindex(per.index)
+           .to_numpy(), strict=True) if p >= least and e >= min_ms and noise(float(e))]  # fmt: skip
     if not hot:
         return None
     mine = share[share.index.get_level_values("rank").isin(hot)]

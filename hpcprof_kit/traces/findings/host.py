@@ -76,7 +76,14 @@ def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> lis
     ops = ops[ops["rank"].isin(rows["rank"].unique()) & ops["step"].isin(rows["step"].unique())]
     if ops.empty:
         return []
-    total = ops.groupby(ops["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False)
+    names = ops["name"]
+    if names.dtype == "category":  # summed per code, not per text made for every row
+        total = ops["dur_ns"].groupby(names, observed=True).sum()
+        total.index = total.index.astype(str)
+        total = total.groupby(level=0).sum()  # labels equal as text: one name, sorted
+    else:
+        total = ops.groupby(names.astype(str))["dur_ns"].sum()
+    total = total.sort_values(ascending=False)
     return [{"name": n, "total_ms": round(float(v) / 1e6, 3)} for n, v in total.head(top).items()]
 
 

@@ -36,6 +36,22 @@ NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls",
 SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, "region_names"]
 
 
+def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
+    """``rows`` (ascending row numbers) split by their rank, each part still ascending: one
+    sort, not one pass over the table per rank.
+
+    >>> {r: v.tolist() for r, v in rows_by_rank(np.array([0, 1, 3]), np.array([1, 0, 5, 1])).items()}
+    {0: [1], 1: [0, 3]}
+    """
+    if not rows.size:
+        return {}
+    rows = rows[np.argsort(rank[rows], kind="stable")]
+    ranks = rank[rows]
+    cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+    return {int(ranks[i]): p for i, p in zip(np.r_[0, cut],
+            np.split(rows, cut), strict=True)}  # fmt: skip
+
+
 def _by(rank, step, values, name: str):
     import pandas as pd
 
@@ -116,7 +132,9 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
             "region_names"))  # fmt: skip
         parts.append(c.groupby(key)["n"].nunique().rename("regions"))
     on_device = dev & np.isin(track, ("gpu", "comm", "memcpy", "memset"))
-    busy = {int(r): _Busy(ts[on_device & (rank == r)], (ts + dur)[on_device & (rank == r)])
+    mine, end = rows_by_rank(np.flatnonzero(on_device), rank), ts + dur
+    empty = np.zeros(0, dtype=np.int64)
+    busy = {int(r): _Busy(ts[mine.get(int(r), empty)], end[mine.get(int(r), empty)])
             for r in np.unique(rank)}  # fmt: skip
     has_device = {r for r, b in busy.items() if b.start.size}
     loader = ~dev & (dur > 0) & has(N.LOADER.pattern)
@@ -206,8 +224,7 @@ def _d2h_blocked(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
 def _launch_gaps(rank, step, ts, dur, gpu):
     """The device idle just before each tiny kernel (gap under 0.5 ms): launch pacing."""
     out_r, out_s, out_v = [], [], []
-    for r in np.unique(rank[gpu]):
-        rows = np.flatnonzero(gpu & (rank == r))
+    for rows in rows_by_rank(np.flatnonzero(gpu), rank).values():
         rows = rows[np.argsort(ts[rows], kind="stable")]
         end = np.maximum.accumulate(ts[rows] + dur[rows])
         gap = np.concatenate([[0], ts[rows][1:] - end[:-1]])
@@ -250,10 +267,13 @@ def _collectives(rank, step, dur, corr, track, dev, cargs):
     if not coll.any():
         return []
     rows = np.flatnonzero(coll)
-    size = np.array([cargs.get((int(rank[i]), int(corr[i])), (-1, "", -1)) for i in rows],
-                    dtype=object)  # fmt: skip
-    nbytes = np.array([s[0] for s in size], dtype=np.int64)
-    factor = np.array([N.bus_factor(s[1], s[2]) for s in size])
+    size = [cargs.get((int(r), int(c)), (-1, "", -1)) for r, c in zip(rank[rows].tolist(),
+            corr[rows].tolist(), strict=True)] if cargs else [(-1, "", -1)] * rows.size  # fmt: skip
+    nbytes = np.fromiter((s[0] for s in size), dtype=np.int64, count=rows.size)
+    # the bus factor of the big ones alone: only they are read
+    factor = np.ones(rows.size)
+    for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
+        factor[j] = N.bus_factor(size[j][1], size[j][2])
     sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
         BIG_COLL_BYTES)  # fmt: skip
     r, s, d = rank[rows], step[rows], dur[rows]

@@ -40,15 +40,14 @@ def ramp_length(wall) -> int:
 )
 def no_warmup(view: RunView) -> list[dict]:
     out_ranks, ratios, steps = [], [], set()
-    for rank, rows in view.rows[view.rows["step"] >= 0].groupby("rank"):
-        wall = rows.sort_values("step")["wall_ns"].to_numpy(dtype=float)
+    for rank, ranked, wall in view.walls:
         if wall.size < 3:
             continue
         ratio = wall[0] / float(np.median(wall[1:]))
         if ratio >= RULES["no_warmup"].threshold:
             out_ranks.append(rank)
             ratios.append(ratio)
-            steps.add(int(rows["step"].min()))
+            steps.add(int(ranked[0]))
     if not out_ranks:
         return []
     value = float(max(ratios))
@@ -79,13 +78,14 @@ def step_variance(view: RunView) -> list[dict]:
     warm = {r for f in view.found.get("no_warmup", []) for r in f["ranks"]}
     explained = {s for f in view.found.get("straggler", []) for s in f["steps"]}
     hits, values, steps = [], [], set()
-    for rank, rows in view.rows[view.rows["step"] >= 0].groupby("rank"):
-        rows = rows.sort_values("step")
+    set_aside = np.fromiter(explained, dtype=np.int64, count=len(explained))
+    for rank, ranked, wall in view.walls:
         if rank in warm:
-            rows = rows.iloc[1:]
-        rows = rows.iloc[ramp_length(rows["wall_ns"].to_numpy(dtype=float)) :]
-        rows = rows[~rows["step"].isin(explained)]
-        wall = rows["wall_ns"].to_numpy(dtype=float)
+            ranked, wall = ranked[1:], wall[1:]
+        ramp = ramp_length(wall)
+        ranked, wall = ranked[ramp:], wall[ramp:]
+        kept = ~np.isin(ranked, set_aside)
+        ranked, wall = ranked[kept], wall[kept]
         if wall.size < 4:
             continue
         p10, med, p90 = np.quantile(wall, [0.1, 0.5, 0.9])
@@ -95,7 +95,7 @@ def step_variance(view: RunView) -> list[dict]:
         if spread >= RULES["step_variance"].threshold and apart.sum() >= 2:
             hits.append(rank)
             values.append(spread)
-            steps.update(int(s) for s in rows["step"][apart])
+            steps.update(int(s) for s in ranked[apart])
     if not hits:
         return []
     value = float(max(values))
