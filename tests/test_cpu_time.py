@@ -1,0 +1,56 @@
+"""``pytest --cpu-report FILE`` (tests/cpu_time.py): each test's CPU seconds, its own and its
+finished subprocesses', and the per-file table that says where the suite's time goes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from cpu_time import summary
+
+# Each test burns a known amount of CPU (a loop on process_time, not a sleep).
+BURN = """
+import subprocess, sys, time
+
+LOOP = "import time\\nt0 = time.process_time()\\nwhile time.process_time() - t0 < {s}: pass"
+
+
+def test_burns_in_its_own_process():
+    exec(LOOP.format(s=0.4))
+
+
+def test_burns_in_a_subprocess():
+    subprocess.run([sys.executable, "-c", LOOP.format(s=0.4)], check=True)
+
+
+def test_does_nothing():
+    pass
+"""
+
+
+def test_each_tests_own_and_subprocess_cpu_is_counted_and_added_up_per_file(tmp_path, repo):
+    (tmp_path / "test_burn.py").write_text(BURN)
+    report = tmp_path / "cpu"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "-p", "no:cacheprovider",
+         "-p", "no:xdist", "-q", str(tmp_path / "test_burn.py"), "--cpu-report", str(report)],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = Path(f"{report}.main.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == ["nodeid", "wall_s", "self_cpu_s", "children_cpu_s"]
+    rows = {ln.split("\t")[0].split("::")[1]: [float(v) for v in ln.split("\t")[1:]]
+            for ln in lines[1:]}  # fmt: skip
+    assert list(rows) == ["test_burns_in_its_own_process", "test_burns_in_a_subprocess",
+                          "test_does_nothing"]  # fmt: skip
+    own, child, idle = rows.values()
+    assert own[1] >= 0.35 and own[2] < 0.35  # its own CPU (in clock ticks), none from children
+    assert child[2] >= 0.35  # the subprocess's loop, counted once it was waited for
+    assert idle[1] + idle[2] < 0.35
+
+    table = summary(str(report)).splitlines()
+    assert table[0].split() == ["file", "tests", "wall", "s", "cpu", "s", "of", "cpu"]
+    (row,) = [ln for ln in table if ln.startswith("test_burn.py") or "/test_burn.py" in ln]
+    assert row.split()[1] == "3" and float(row.split()[3]) >= 0.7
+    assert table[-1].startswith("machine busy during the run:")
