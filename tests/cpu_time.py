@@ -39,6 +39,12 @@ def _busy() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def _worker(config) -> str | None:
+    """This process's xdist worker id; None in the controller or without xdist. From the
+    config, not $PYTEST_XDIST_WORKER, which a pytest started inside a test inherits."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     target = item.config.getoption("--cpu-report")
@@ -48,7 +54,7 @@ def pytest_runtest_protocol(item, nextitem):
     before, start = os.times(), time.monotonic()
     yield
     after, wall = os.times(), time.monotonic() - start
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    worker = _worker(item.config) or "main"
     path = Path(f"{target}.{worker}.tsv")
     new = not path.exists()
     with path.open("a") as out:
@@ -63,13 +69,13 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_sessionstart(session):
     target = session.config.getoption("--cpu-report")
-    if target and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if target and not _worker(session.config):
         Path(f"{target}.machine").write_text(f"{_busy():.2f}\t{time.monotonic():.2f}\n")
 
 
 def pytest_sessionfinish(session):
     target = session.config.getoption("--cpu-report")
-    if target and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if target and not _worker(session.config):
         with Path(f"{target}.machine").open("a") as out:
             out.write(f"{_busy():.2f}\t{time.monotonic():.2f}\n")
 
