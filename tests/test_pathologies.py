@@ -14,9 +14,11 @@ import warnings
 
 import pytest
 
+from hpcprof_kit import traces
 from hpcprof_kit.apps.pathologies import PROBLEMS, main, problems
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.timing import load_timings
+from hpcprof_kit.traces.breakdown import step_breakdown
 from hpcprof_kit.traces.run_report import report
 
 PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
@@ -93,15 +95,29 @@ def test_a_run_without_problems_gets_none_of_them_and_writes_its_step_times(mpie
     assert done.returncode == 0, done.stderr
     assert "pathologies: 8 steps with none" in done.stdout
     rep = _report(tmp_path / "run")
-    assert not {f["kind"] for f in rep.findings} & HOST_KINDS
-    # they ran and found nothing: not set aside as "could not run"
-    assert not set(rep.findings.coverage) & HOST_KINDS
+    found = {f["kind"]: f for f in rep.findings}
     # every rank's step times for a sweep's comparison: 8 steps less the warm-up step
     t = load_timings(tmp_path / "run")
     assert sorted(t["rank"].unique()) == [0, 1]
     steps = t[t["op"] == "step"].groupby("rank")["seconds"]
     assert steps.count().tolist() == [7, 7]
     assert (steps.min() >= 0.020).all()  # each step computes --work-ms 20 at least
+    # On a busy two-core machine the OS can hold one rank back a few ms in a step or two (a
+    # fresh clone's make test: 4.6 and 5.7 ms in steps 6 and 7 of ~33 ms steps), and the
+    # report names what the trace shows. Such a straggler is intermittent and costs less than
+    # the steps' own spread; the planted one (--slow-ms 150) costs tens of ms.
+    lagged = found.pop("straggler", None)
+    if lagged is not None:
+        with warnings.catch_warnings():  # the steps' wall times as the trace records them
+            warnings.simplefilter("ignore")
+            parts = step_breakdown(traces.load(tmp_path / "run" / "traces"))
+        walls = parts.groupby("step")["wall_ns"].median() / 1e6
+        spread_ms = float(walls.quantile(0.9) - walls.quantile(0.1))
+        assert lagged["evidence"]["pattern"] == "intermittent", lagged
+        assert lagged["evidence"]["cost_ms_per_step"] < spread_ms, (lagged, spread_ms)
+    assert not set(found) & HOST_KINDS
+    # they ran and found nothing: not set aside as "could not run"
+    assert not set(rep.findings.coverage) & HOST_KINDS
     assert set(t["app"]) == {"pathologies"}
 
 
