@@ -76,25 +76,38 @@ def _rank_spreads(rows: pd.DataFrame) -> list[float]:
     return spreads
 
 
+def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
+    """``rows`` split by their rank (ranks ascending), each part in the order ``rows`` had:
+    one sort, not one pass over the table per rank.
+
+    >>> {r: v.tolist() for r, v in rows_by_rank(np.array([0, 1, 3]), np.array([1, 0, 5, 1])).items()}
+    {0: [1], 1: [0, 3]}
+    """
+    if not rows.size:
+        return {}
+    rows = rows[np.argsort(rank[rows], kind="stable")]
+    ranks = rank[rows]
+    cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+    return {int(ranks[i]): p for i, p in zip(np.r_[0, cut],
+            np.split(rows, cut), strict=True)}  # fmt: skip
+
+
 def rank_walls(b: pd.DataFrame) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Per rank (ascending) of a breakdown's real steps: the rank, its steps (ascending) and
-    their wall times (ns, float), split from one sort rather than a pandas group per rank.
+    their wall times (ns, float), split by :func:`rows_by_rank` rather than a pandas group per
+    rank.
 
     >>> import pandas as pd
     >>> [(r, s.tolist(), w.tolist()) for r, s, w in rank_walls(pd.DataFrame({"rank": [1, 0, 1],
     ...     "step": [4, 2, 3], "wall_ns": [9, 5, 7]}))]
     [(0, [2], [5.0]), (1, [3, 4], [7.0, 9.0])]
     """
-    real = b[b["step"].to_numpy() >= 0]
-    rank = real["rank"].to_numpy(dtype=np.int64)
-    if not rank.size:
-        return []
-    step = real["step"].to_numpy(dtype=np.int64)
-    order = np.lexsort((step, rank))
-    rank, step, wall = rank[order], step[order], real["wall_ns"].to_numpy(dtype=float)[order]
-    cut = np.flatnonzero(rank[1:] != rank[:-1]) + 1
-    return [(int(rank[i]), s, w) for i, s, w in zip(np.r_[0, cut], np.split(step, cut),
-            np.split(wall, cut), strict=True)]  # fmt: skip
+    step = b["step"].to_numpy(dtype=np.int64)
+    rows = np.flatnonzero(step >= 0)
+    rows = rows[np.argsort(step[rows], kind="stable")]  # rows_by_rank keeps this order
+    wall = b["wall_ns"].to_numpy(dtype=float)
+    parts = rows_by_rank(rows, b["rank"].to_numpy(dtype=np.int64))
+    return [(r, step[p], wall[p]) for r, p in parts.items()]
 
 
 @dataclass

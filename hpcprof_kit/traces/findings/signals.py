@@ -17,6 +17,7 @@ from hpcprof_kit.traces.breakdown import bare, text_test
 
 from . import host_signals as H
 from . import names as N
+from .base import rows_by_rank
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -34,22 +35,6 @@ NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls",
            "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns", "tiny_ops",
            "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns"]  # fmt: skip
 SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, "region_names"]
-
-
-def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
-    """``rows`` (ascending row numbers) split by their rank, each part still ascending: one
-    sort, not one pass over the table per rank.
-
-    >>> {r: v.tolist() for r, v in rows_by_rank(np.array([0, 1, 3]), np.array([1, 0, 5, 1])).items()}
-    {0: [1], 1: [0, 3]}
-    """
-    if not rows.size:
-        return {}
-    rows = rows[np.argsort(rank[rows], kind="stable")]
-    ranks = rank[rows]
-    cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
-    return {int(ranks[i]): p for i, p in zip(np.r_[0, cut],
-            np.split(rows, cut), strict=True)}  # fmt: skip
 
 
 def _by(rank, step, values, name: str):
