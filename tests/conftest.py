@@ -103,7 +103,7 @@ def pytest_xdist_node_collection_finished(node, ids):
 # first so that no long group is left for the end while the other worker idles; xdist would
 # order the groups by their number of tests instead (Makefile: --no-loadscope-reorder).
 SLOW_GROUPS_FIRST = (
-    "browser",  # ~800 s: every notebook run in JupyterLab and Chromium
+    "browser",  # ~400 s: the notebooks that show a widget, run in JupyterLab and Chromium
     # nbval's longest notebook (make test runs the notebooks in this run too, a group each):
     # three 2-rank jobs, two compiled with Inductor, ~170 s; the others (<60 s) fill the end
     "05_reading_traces.ipynb",

@@ -1,9 +1,12 @@
 """The notebooks in a real browser: JupyterLab + headless Debian chromium driven by Playwright.
 
 nbval sees outputs, not pixels: these tests check what a learner sees. Every notebook that
-draws a plot or shows a widget (the table in ``browser/notebooks.py``; the text-only ones are
-nbval's alone) runs top to bottom in JupyterLab, with jobs running here (CPU, 2 ranks through Hydra mpiexec, no workshop file) into a
-scratch runs folder. Each widget must render as a widget (not its text repr, not an error or a
+shows a widget (the table in ``browser/notebooks.py``: a widget, and an image drawn inside one,
+exist only in a front end) runs top to bottom in JupyterLab, with jobs running here (CPU, 2
+ranks through Hydra mpiexec, no workshop file) into a scratch runs folder. The notebooks that
+only draw figures are nbval's: its run decodes each image the kernel sends and counts them
+against the same table (``nbval_shown.py``), and the notebooks run here land an image each way
+a figure can reach the page. Each widget must render as a widget (not its text repr, not an error or a
 "Loading widget..." left behind), each figure as a decoded image where the table says it lands,
 and no cell may fail. One JupyterLab server and one browser serve the whole module; each
 notebook runs once, in its own page, and the interactive tests reuse that page.

@@ -1,7 +1,8 @@
-"""Which notebooks the browser test runs, and what each must show: one declared table.
+"""What each notebook must show, and which of them the browser test runs: one declared table.
 
-A notebook belongs in the browser test when one of its code cells calls something that draws a
-plot or shows a widget (:data:`SHOWS_SOMETHING`). :data:`NOTEBOOKS` says, per notebook, which
+A notebook belongs in the table when one of its code cells calls something that draws a plot or
+shows a widget (:data:`SHOWS_SOMETHING`); nbval's run checks every such cell's outputs against
+it (tests/nbval_shown.py), and the browser runs those that show a widget (:data:`IN_BROWSER`). :data:`NOTEBOOKS` says, per notebook, which
 source snippet shows what; the expected counts are summed from the snippets found in the
 notebook's code, so the table and the notebook cannot drift apart silently:
 ``test_browser_table_matches_the_notebooks`` fails when a cell that draws or shows a widget is
@@ -76,15 +77,28 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
 
 
 # The notebooks that show only text and tables: nbval sees all they show (its run of every
-# cell, in make test), so the browser does not run them; the table test holds them to drawing
-# nothing, and one that starts to draw must move to NOTEBOOKS, where the browser runs it.
+# cell, in make test); the table test holds them to drawing nothing, and one that starts to
+# draw must move to NOTEBOOKS.
 TEXT_ONLY: tuple[str, ...] = (
     "01_device_discovery", "02_xpu_code_changes", "03_ddp_with_mpi", "09_capstone_diagnosis",
 )  # fmt: skip
 ALL_NOTEBOOKS: tuple[str, ...] = tuple(sorted((*NOTEBOOKS, *TEXT_ONLY)))
-# The order the browser runs them in: 05 last, by when nbval's run of it (started first on the
-# other worker) has filled Inductor's compile cache that both share.
-IN_BROWSER: tuple[str, ...] = tuple(sorted(NOTEBOOKS, key=lambda s: (s == "05_reading_traces", s)))
+
+
+def shows_a_widget(stem: str) -> bool:
+    """Whether a cell of notebook ``stem`` shows a widget: only a front end draws one."""
+    return any(shows.widgets for shows in NOTEBOOKS.get(stem, ()))
+
+
+# The notebooks the browser runs: those that show a widget. nbval's run of every notebook sees the
+# images the kernel sends as PNG or inline HTML and decodes them (tests/nbval_shown.py); a widget,
+# and an image inside one, exist only in the page. Between them these land an image each way
+# (table_problems holds them to it), so the page's handling of each is seen too. 05 runs last, by
+# when nbval's run of it (started first on the other worker) has filled Inductor's compile cache
+# that both share.
+IN_BROWSER: tuple[str, ...] = tuple(
+    sorted(filter(shows_a_widget, NOTEBOOKS), key=lambda s: (s == "05_reading_traces", s))
+)
 
 
 @dataclass(frozen=True)
@@ -134,9 +148,12 @@ def table_problems(folder: Path) -> list[str]:
         problems.append(f"{stem}: in NOTEBOOKS but draws nothing (or the file is gone)")
     every = sorted(p.stem for p in folder.glob("[0-9]*.ipynb"))
     for stem in sorted(set(every) - set(ALL_NOTEBOOKS)):
-        problems.append(f"{stem}: in neither NOTEBOOKS nor TEXT_ONLY: the browser test skips it")
+        problems.append(f"{stem}: in neither NOTEBOOKS nor TEXT_ONLY: nothing checks what it shows")
     for stem in sorted(set(TEXT_ONLY) - (set(every) - set(showing))):
         problems.append(f"{stem}: in TEXT_ONLY but draws something (or the file is gone)")
+    landed = {shows.via for stem in IN_BROWSER for shows in NOTEBOOKS[stem] if shows.images}
+    for via in sorted(set(VIAS) - landed):
+        problems.append(f"no notebook the browser runs lands an image via {via!r}")
     for stem in sorted(set(NOTEBOOKS) & set(showing)):
         cells = code_cells(folder / f"{stem}.ipynb")
         for shows in NOTEBOOKS[stem]:
