@@ -1,6 +1,7 @@
-"""The site rehearsal (a stand-in for PBS Pro, Lmod and Cray PALS, which cannot run here): every
-ready Aurora and Polaris script runs to COMPLETED at its own rank count as the site would start
-it, and scripts that would fail on the site fail at the stage where the site would fail."""
+"""The site rehearsal (a stand-in for PBS Pro, Lmod and Cray PALS, which cannot run here): the
+ready Aurora and Polaris scripts that between them ask for every feature (``scripts_to_rehearse``)
+run to COMPLETED at their own rank count as the site would start them, and scripts that would
+fail on the site fail at the stage where the site would fail."""
 
 from __future__ import annotations
 
@@ -20,33 +21,51 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "rehearsal"
 
 
+# What a site's own parts decide (its scheduler, modules and launcher, its tracers and how they
+# pick ranks and steps, its CPU binding) is rehearsed at every site; what the app does with its
+# flags (its example, compile, the profiler) is the same Python at every site, rehearsed once.
+APP_FEATURES = ("example:train", "example:seqpar", "compile", "profile")
+
+
 def _features(spec: JobSpec) -> set[str]:
     """What a ready script asks of the site: its example, the profiler, compile, its tracer, the
-    tracer's rank rule (every rank or the seeds' selection) and a capture range."""
+    tracer's rank rule (every rank or the seeds' selection) and a capture range; the site's own
+    features named with the site, and the site itself (each is rehearsed at least once)."""
     found = {f"example:{spec.example}"}
     found |= {"profile"} if spec.profile else set()
     found |= {"compile"} if "--compile" in spec.args else set()
     if spec.tracer:
         found |= {f"tracer:{spec.tracer}", "ranks:all" if spec.trace_all else "ranks:rule"}
     found |= {"capture"} if spec.capture_steps else set()
-    return found
+    return {f if f in APP_FEATURES else f"{spec.system}:{f}" for f in found} | {spec.system}
 
 
-def one_script_per_feature(site: str) -> list[str]:
-    """The fewest of a site's ready scripts that together ask for every feature any of them asks
-    for (greedy, ties by name). The others differ from these only in text, which
-    test_jobs_render.py holds to the catalog and the goldens."""
-    specs = {k: s for k, s in catalog_specs().items() if k.split("/")[0] == site}
+def scripts_to_rehearse(sites: tuple[str, ...] = ("aurora", "polaris")) -> list[str]:
+    """The ready scripts of ``sites`` that together ask for every feature any of them asks for,
+    for the fewest ranks started (greedy: most features not yet covered per rank, ties by name).
+    The others differ from these only in text, which test_jobs_render.py holds to the catalog
+    and the goldens; an app feature runs where the site has the fewest ranks (Polaris's 4)."""
+    specs = {k: s for k, s in catalog_specs().items() if k.split("/")[0] in sites}
     features = {k: _features(s) for k, s in specs.items()}
     left, chosen = set().union(*features.values()), []
     while left:
-        best = max(sorted(features), key=lambda k: len(features[k] & left))
+        best = max(sorted(features), key=lambda k: len(features[k] & left) / specs[k].total_ranks)
         chosen.append(best)
         left -= features[best]
     return sorted(chosen)
 
 
-SITE_SCRIPTS = one_script_per_feature("aurora") + one_script_per_feature("polaris")
+SITE_SCRIPTS = scripts_to_rehearse()
+_REHEARSED: dict[str, object] = {}  # a ready script's rehearsal, shared by the tests that read it
+
+
+def rehearsed(path: str, runs_root: Path):
+    """The rehearsal of the ready script ``jobs/<path>``, run once per module (read-only after)."""
+    if path not in _REHEARSED:
+        spec = catalog_specs()[path]
+        _REHEARSED[path] = rehearse(spec, script=REPO / "jobs" / path, runs_root=runs_root)
+    return _REHEARSED[path]
+
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
 
@@ -58,7 +77,7 @@ def _stages(result) -> dict[str, str]:
 @pytest.mark.parametrize("path", SITE_SCRIPTS)
 def test_ready_site_script_completes_under_the_rehearsal_standin(path, isolated_runs):
     spec = catalog_specs()[path]
-    result = rehearse(spec, script=REPO / "jobs" / path, runs_root=isolated_runs)
+    result = rehearsed(path, isolated_runs)
     assert result.ok, result.text()
     run = Path(result.run_dir)
     assert (run / "job.sh").read_text() == (REPO / "jobs" / path).read_text()
@@ -102,8 +121,7 @@ def test_todays_aurora_script_fails_at_ranks_with_the_missing_module_message(iso
 
 
 def test_affinity_report_under_the_standin_shows_the_site_binding_of_the_plan(isolated_runs):
-    spec = JobSpec(system="aurora", example="affinity", ranks_per_node=12, account="P")
-    result = rehearse(spec, runs_root=isolated_runs)
+    result = rehearsed("aurora/affinity.sh", isolated_runs)  # 12 ranks, the site's binding
     assert result.ok, result.text()
     stdout = (Path(result.run_dir) / "stdout").read_text()
     # ALCF's 4-core list with the CCL cores kept free: rank 6 sits on socket 1 at 56-59.
@@ -225,9 +243,14 @@ def test_each_rank_gets_the_variables_pals_sets(isolated_runs):
 
 
 def test_polaris_seqpar_with_nsys_on_every_rank_records_only_the_captured_steps(isolated_runs):
-    spec = JobSpec(system="polaris", example="seqpar", ranks_per_node=4, account="P",
-                   tracer="nsys", trace_all=True, capture_steps="3-4")  # fmt: skip
-    result = rehearse(spec, runs_root=isolated_runs)
+    spec = catalog_specs()["polaris/seqpar-nsys.sh"]
+    assert (spec.tracer, spec.trace_all, spec.capture_steps, spec.total_ranks) == (
+        "nsys",
+        True,
+        "3-4",
+        4,
+    )
+    result = rehearsed("polaris/seqpar-nsys.sh", isolated_runs)
     assert result.ok, result.text()
     outputs = result.stage("outputs").detail
     assert "nsys stand-in output for ranks 0, 1, 2, 3; each captured only steps 3-4" in outputs
