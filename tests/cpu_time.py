@@ -5,8 +5,14 @@ On two cores the wall time of one test says little: it is whatever the other wor
 CPU seconds add up: their sum over the run, divided by the cores, is the least wall time any
 ordering can reach, and the files with the most are where a saving counts. Each xdist worker
 writes its own ``FILE.<worker>.tsv``; ``python tests/cpu_time.py FILE`` adds them up per file
-(or notebook) and prints the table. CPU used by a process nobody waits for (a daemon reaped at
-exit) is not counted; the table's total says how much of the machine's CPU it accounts for.
+(or notebook) and prints the table.
+
+rusage counts only subprocesses somebody waited for: a daemon reaped at exit, or a job a stand-in
+scheduler starts in a session of its own, is missed. Where a cgroup v1 ``cpuacct`` hierarchy is
+writable (root on Linux), each test also runs in a cgroup of its own, which every process it
+starts is born into, orphans included: its CPU seconds, read when the worker ends, are the
+``cgroup_cpu_s`` column, and the table adds those up instead. The table's last line says how much
+of the machine's CPU the counted seconds account for.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ import os
 import sys
 import time
 from collections import defaultdict
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
 COLUMNS = ("nodeid", "wall_s", "self_cpu_s", "children_cpu_s")
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1; a v2-only machine keeps the rusage columns
 
 
 def pytest_addoption(parser):
@@ -45,12 +53,61 @@ def _worker(config) -> str | None:
     return getattr(config, "workerinput", {}).get("workerid")
 
 
+class TestCgroups:
+    """A cpuacct cgroup per test under ``hpcprof-tests/<worker>-<pid>/``; this process moves into
+    each in turn, so what a test starts is born there and stays there."""
+
+    def __init__(self, worker: str) -> None:
+        self.root = CPUACCT / "hpcprof-tests" / f"{worker}-{os.getpid()}"
+        self.tests: list[tuple[str, Path]] = []
+
+    @classmethod
+    def open(cls, worker: str) -> TestCgroups | None:
+        try:
+            groups = cls(worker)
+            groups.root.mkdir(parents=True, exist_ok=True)
+            (groups.root / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:  # not Linux, not root, or no cpuacct hierarchy: rusage only
+            return None
+        return groups
+
+    def enter(self, nodeid: str) -> None:
+        group = self.root / str(len(self.tests))
+        group.mkdir()
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+        self.tests.append((nodeid, group))
+
+    def seconds(self) -> list[tuple[str, float]]:
+        """Each test's CPU seconds so far, its orphans' included."""
+        return [(nodeid, int((g / "cpuacct.usage").read_text()) / 1e9) for nodeid, g in self.tests]
+
+    def close(self) -> None:
+        """Back to the hierarchy's top; the groups go, but for one a process still runs in."""
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        for group in [g for _, g in self.tests] + [self.root]:
+            with suppress(OSError):
+                group.rmdir()
+
+
+_GROUPS: dict[str, TestCgroups | None] = {}
+
+
+def _groups(config) -> TestCgroups | None:
+    worker = _worker(config) or "main"
+    if worker not in _GROUPS:
+        _GROUPS[worker] = TestCgroups.open(worker)
+    return _GROUPS[worker]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     target = item.config.getoption("--cpu-report")
     if not target:
         yield
         return
+    groups = _groups(item.config)
+    if groups is not None:
+        groups.enter(item.nodeid)
     before, start = os.times(), time.monotonic()
     yield
     after, wall = os.times(), time.monotonic() - start
@@ -75,7 +132,15 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session):
     target = session.config.getoption("--cpu-report")
-    if target and not _worker(session.config):
+    if not target:
+        return
+    groups = _GROUPS.get(_worker(session.config) or "main")
+    if groups is not None and groups.tests:
+        worker = _worker(session.config) or "main"
+        rows = "".join(f"{nodeid}\t{cpu:.2f}\n" for nodeid, cpu in groups.seconds())
+        Path(f"{target}.{worker}.cgroup").write_text("nodeid\tcgroup_cpu_s\n" + rows)
+        groups.close()
+    if not _worker(session.config):
         with Path(f"{target}.machine").open("a") as out:
             out.write(f"{_busy():.2f}\t{time.monotonic():.2f}\n")
 
@@ -83,11 +148,17 @@ def pytest_sessionfinish(session):
 def summary(target: str, top: int = 40) -> str:
     """The per-file table of a run's ``--cpu-report`` files, most CPU first."""
     per_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
-    for path in sorted(Path(target).parent.glob(Path(target).name + ".*.tsv")):
+    folder, name = Path(target).parent, Path(target).name
+    cgroup = {}  # nodeid -> CPU s of its cgroup, where the run had them
+    for path in sorted(folder.glob(name + ".*.cgroup")):
+        cgroup.update(ln.split("\t") for ln in path.read_text().splitlines()[1:])
+    for path in sorted(folder.glob(name + ".*.tsv")):
         for line in path.read_text().splitlines()[1:]:
             nodeid, wall, own, kids = line.split("\t")
             row = per_file[nodeid.split("::")[0]]
             row[0] += float(wall)
+            if nodeid in cgroup:  # every process the test started, in one number
+                own, kids = cgroup[nodeid], 0.0
             row[1] += float(own)
             row[2] += float(kids)
             row[3] += 1
@@ -103,7 +174,8 @@ def summary(target: str, top: int = 40) -> str:
         lines.append(
             f"{f'({len(rest)} more files)':58} {'':5} {'':8} {cpu:8.1f} {cpu / total_cpu:7.1%}"
         )
-    lines.append(f"{'total counted':58} {'':5} {'':8} {total_cpu:8.1f}")
+    how = "cgroups: every process a test started" if cgroup else "rusage: waited-for subprocesses"
+    lines.append(f"{'total counted':58} {'':5} {'':8} {total_cpu:8.1f}  ({how})")
     machine = Path(f"{target}.machine")
     if machine.exists():  # the start line, and the end line once the run ended (else: now)
         marks = [tuple(map(float, ln.split())) for ln in machine.read_text().splitlines()]

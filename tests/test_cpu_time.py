@@ -3,11 +3,14 @@ finished subprocesses', and the per-file table that says where the suite's time 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from cpu_time import summary
+from cpu_time import CPUACCT, summary
+
+from must_have import missing
 
 # Each test burns a known amount of CPU (a loop on process_time, not a sleep).
 BURN = """
@@ -26,6 +29,24 @@ def test_burns_in_a_subprocess():
 
 def test_does_nothing():
     pass
+"""
+
+# A job a stand-in scheduler starts: its own session, nobody waits for it. It writes to a FIFO
+# when done, which the next test reads (so the run ends after it, with no sleep).
+ORPHAN = """
+import os, subprocess, sys
+
+LOOP = "import time\\nt0 = time.process_time()\\nwhile time.process_time() - t0 < 0.4: pass"
+FIFO = os.environ["ORPHAN_FIFO"]
+
+
+def test_starts_an_orphan():
+    code = LOOP + f"\\nopen({FIFO!r}, 'w').write('done')"
+    subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+def test_waits_for_it():
+    assert open(FIFO).read() == "done"
 """
 
 
@@ -54,3 +75,29 @@ def test_each_tests_own_and_subprocess_cpu_is_counted_and_added_up_per_file(tmp_
     (row,) = [ln for ln in table if ln.startswith("test_burn.py") or "/test_burn.py" in ln]
     assert row.split()[1] == "3" and float(row.split()[3]) >= 0.7
     assert table[-1].startswith("machine busy during the run:")
+
+
+def test_a_job_nobody_waits_for_is_counted_in_the_cgroup_of_the_test_that_started_it(
+    tmp_path, repo
+):
+    if not (CPUACCT / "cgroup.procs").exists() or not os.access(CPUACCT, os.W_OK):
+        missing(f"a writable cgroup v1 cpuacct hierarchy at {CPUACCT} (Linux, as root)")
+    (tmp_path / "test_orphan.py").write_text(ORPHAN)
+    os.mkfifo(tmp_path / "fifo")
+    report = tmp_path / "cpu"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "-p", "no:cacheprovider",
+         "-p", "no:xdist", "-q", str(tmp_path / "test_orphan.py"), "--cpu-report", str(report)],
+        cwd=repo, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, ORPHAN_FIFO=str(tmp_path / "fifo")),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rusage = {ln.split("\t")[0].split("::")[1]: float(ln.split("\t")[3])
+              for ln in Path(f"{report}.main.tsv").read_text().splitlines()[1:]}  # fmt: skip
+    cgroup = {ln.split("\t")[0].split("::")[1]: float(ln.split("\t")[1])
+              for ln in Path(f"{report}.main.cgroup").read_text().splitlines()[1:]}  # fmt: skip
+    assert rusage["test_starts_an_orphan"] < 0.35  # never waited for: rusage misses it
+    assert cgroup["test_starts_an_orphan"] >= 0.4  # born in the test's cgroup, counted there
+    assert cgroup["test_waits_for_it"] < 0.35
+    assert summary(str(report)).splitlines()[-2].endswith("(cgroups: every process a test started)")
+    assert not list((CPUACCT / "hpcprof-tests").glob("main-*/0"))  # the groups were removed
