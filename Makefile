@@ -31,10 +31,12 @@ NBVAL = $(shell $(PY) -c 'from hpcprof_kit.validate.run import nbval_args; print
 # what their cells print for the exercises' answers on the way (tests/nbval_hidden.py).
 TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS)
+# `make test CPU_REPORT=FILE`: each test's wall and CPU seconds too (tests/cpu_time.py)
+CPU_REPORT ?=
 
 test: env
 	$(VENV)/bin/ruff check .
-	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadgroup --no-loadscope-reorder --durations=25 $(NBVAL) tests notebooks
+	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --dist loadgroup --no-loadscope-reorder --durations=25 $(if $(CPU_REPORT),--cpu-report $(CPU_REPORT)) $(NBVAL) tests notebooks
 	KINETO_LOG_LEVEL=6 $(PY) -m pytest -p no:cacheprovider $(XDIST) --doctest-modules hpcprof_kit
 
 # The inner loop: ruff, then every test that starts no job, ranks, scheduler or browser
