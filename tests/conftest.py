@@ -13,6 +13,7 @@ from hypothesis import settings
 
 from must_have import missing, required
 from slurm_cluster import cluster_env, slurm_cluster  # noqa: F401  (fixtures for every test)
+from train_run import train_run  # noqa: F401  (one 2-rank train run the tests share)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
@@ -27,7 +28,7 @@ settings.load_profile("ci" if required() else "explore")
 # What `--quick` (make test-quick) leaves out: tests that start jobs, ranks, a scheduler or a
 # browser, known by their markers or by the fixtures that start those things.
 HEAVY_MARKERS = ("slurm", "mpi", "browser", "jobs")
-HEAVY_FIXTURES = frozenset({"mpiexec", "slurm_cluster", "cluster_env", "torch_trace"})
+HEAVY_FIXTURES = frozenset({"mpiexec", "slurm_cluster", "cluster_env", "torch_trace", "train_run"})
 # Modules (or tests, as module::name) that start such things without those markers or fixtures,
 # and why.
 QUICK_LEAVES_OUT = {
@@ -70,9 +71,9 @@ def _left_out_by_name(item) -> bool:
 # Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) a module's tests stay on one
 # worker, so its module fixtures are made once; tests that share a machine-wide resource share
 # one group: one Slurm cluster per run (job ids would repeat across two), one nsys at a time
-# (its agents are machine-wide), one JupyterLab and Chromium.
+# (its agents are machine-wide), one JupyterLab and Chromium, one shared train run.
 SHARED_GROUPS = {"slurm": "slurm", "browser": "browser"}
-SHARED_GROUP_FIXTURES = {"slurm_cluster": "slurm", "cluster_env": "slurm"}
+SHARED_GROUP_FIXTURES = {"slurm_cluster": "slurm", "cluster_env": "slurm", "train_run": "train_run"}
 SHARED_GROUP_MODULES = {"test_nsight_stats_real.py": "nsys"}
 
 

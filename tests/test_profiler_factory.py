@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -21,6 +18,8 @@ from hpcprof_kit.profiling import (
     schedule_table,
 )
 
+from train_run import SCHEDULE
+
 
 def profiler_steps(path):
     opener = gzip.open if path.suffix == ".gz" else open
@@ -31,15 +30,9 @@ def profiler_steps(path):
 
 
 @pytest.mark.mpi
-def test_two_rank_train_run_writes_named_traces_and_tables(mpiexec, tmp_path):
-    run_dir = tmp_path / "train_local_N1_R2"
-    env = dict(os.environ, HPCPROF_RUN_DIR=str(run_dir), KINETO_LOG_LEVEL="6")
-    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.train",
-           "--epochs", "1", "--steps-per-epoch", "9", "--profile", "--prof-wait", "1",
-           "--prof-warmup", "1", "--prof-active", "2", "--prof-repeat", "2"]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-
+def test_two_rank_train_run_writes_named_traces_and_tables(train_run):
+    assert train_run.returncode == 0, train_run.stderr[-2000:]
+    run_dir = train_run.run_dir
     traces = sorted(p.name for p in (run_dir / "traces").iterdir())
     assert traces == [
         "trace-0-of-2.json", "trace-1-of-2.json",
@@ -48,7 +41,11 @@ def test_two_rank_train_run_writes_named_traces_and_tables(mpiexec, tmp_path):
     tables = sorted(p.name for p in (run_dir / "tables").iterdir())
     assert tables == [t.replace(".json", ".txt") for t in traces]
 
-    expected = schedule_table(wait=1, warmup=1, active=2, repeat=2, steps=9)
+    expected = schedule_table(**SCHEDULE)  # wait=1, warmup=1, active=2, repeat=2 over 9 steps
+    assert expected["profiler_step"][expected["trace"] == 1].tolist() == [
+        "ProfilerStep#6",
+        "ProfilerStep#7",
+    ]
     for rank in (0, 1):
         for cycle, name in enumerate((f"trace-{rank}-of-2.json", f"trace_cycle1-{rank}-of-2.json")):
             want = expected.loc[expected["trace"] == cycle, "profiler_step"].tolist()

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit import traces as A
-
-from launch import run_ok
 
 PART_COLS = [f"{p}_ns" for p in A.PARTS]
 SHARED = {  # file -> (kind of breakdown, ProfilerStep numbers in the trace)
@@ -82,15 +79,12 @@ def test_shared_128_rank_job_ranks_side_by_side(shared_traces):
 
 
 @pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory, mpiexec):
-    """A real 2-rank gloo DDP training run, profiled with wait=1, warmup=1, active=2."""
-    out = tmp_path_factory.mktemp("train_local_N1_R2")
-    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.train", "--epochs", "1",
-           "--steps-per-epoch", "5", "--profile", "--prof-wait", "1", "--prof-warmup", "1",
-           "--prof-active", "2", "--prof-repeat", "1", "--trace-dir", str(out / "traces"),
-           "--timings-dir", str(out / "timings")]  # fmt: skip
-    run_ok(cmd, timeout=180)
-    return traces.load(out / "traces")
+def cpu_run(train_run):
+    """The shared real 2-rank gloo DDP training run (tests/train_run.py): its first profiler
+    cycle, wait=1, warmup=1, active=2, so steps 2 and 3."""
+    assert train_run.returncode == 0, train_run.stderr
+    folder = train_run.run_dir / "traces"
+    return traces.load([folder / "trace-0-of-2.json", folder / "trace-1-of-2.json"], cache=False)
 
 
 @pytest.mark.mpi
