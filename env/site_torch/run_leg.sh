@@ -11,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 venv=${SITE_VENV:-.venv-site}
+# SITE_WHEELS: where the downloaded wheels are kept between runs (outside the checkout, so a
+# fresh clone reuses them)
+wheels=${SITE_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/hpcprof-kit/site-torch-wheels}
 torch_version=2.8.0
 ipex_version=2.8.0
 say() { echo "site-torch leg: $*" >&2; }
@@ -57,9 +60,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]
   "$python" -m venv "$venv"
   say "installing torch==$torch_version, intel-extension-for-pytorch==$ipex_version, the kit into $venv ($("$venv/bin/python" -V)); log in $venv/pip.log"
   # PyPI's Linux torch 2.8.0 is the CUDA build; with no GPU it runs on the CPU, as the CPU build.
-  if ! "$venv/bin/python" -m pip install --progress-bar off \
-    "torch==$torch_version" "intel-extension-for-pytorch==$ipex_version" \
-    "mpich>=4.2" "mpi4py>=4.0" -e ".[test]" >"$venv/pip.log" 2>&1; then
+  # Its wheels and their CUDA libraries (about 3 GB) are kept in $wheels, downloaded on the
+  # machine's first run only: pip keeps no copy of what it downloads here.
+  mkdir -p "$wheels"
+  big=("torch==$torch_version" "intel-extension-for-pytorch==$ipex_version" "mpich>=4.2" "mpi4py>=4.0")
+  pip_quiet() { "$venv/bin/python" -m pip --progress-bar off "$@" >>"$venv/pip.log" 2>&1; }
+  if ! pip_quiet install --no-index --find-links "$wheels" "${big[@]}"; then
+    say "downloading torch==$torch_version and what it needs into $wheels (once per machine)"
+    if ! { pip_quiet download --dest "$wheels" "${big[@]}" &&
+           pip_quiet install --no-index --find-links "$wheels" "${big[@]}"; }; then
+      say "pip failed; last lines of $venv/pip.log:"; tail -n 5 "$venv/pip.log" >&2
+      exit 1
+    fi
+  fi
+  if ! pip_quiet install -e ".[test]"; then
     say "pip failed; last lines of $venv/pip.log:"; tail -n 5 "$venv/pip.log" >&2
     exit 1
   fi
