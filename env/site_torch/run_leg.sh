@@ -64,7 +64,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$0" -nt "$stamp" ]
   # machine's first run only: pip keeps no copy of what it downloads here.
   mkdir -p "$wheels"
   big=("torch==$torch_version" "intel-extension-for-pytorch==$ipex_version" "mpich>=4.2" "mpi4py>=4.0")
-  pip_quiet() { "$venv/bin/python" -m pip --progress-bar off "$@" >>"$venv/pip.log" 2>&1; }
+  pip_quiet() { "$venv/bin/python" -m pip "$1" --progress-bar off "${@:2}" >>"$venv/pip.log" 2>&1; }
   if ! pip_quiet install --no-index --find-links "$wheels" "${big[@]}"; then
     say "downloading torch==$torch_version and what it needs into $wheels (once per machine)"
     if ! { pip_quiet download --dest "$wheels" "${big[@]}" &&
