@@ -165,14 +165,23 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
         op.rename(columns={"name": "op"}), on=["rank", "ext_id"], how="left"
     )
     k["op"] = k["op"].astype(object).where(k["op"].notna(), "(no op found)").astype(str)
+    # every (kernel, op) pair counted at once over integer codes: a text comparison of
+    # every row per kernel name cost more than the rest of this table
+    kernel_at, kernel_names = pd.factorize(k["kernel"])
+    op_at, op_names = pd.factorize(k["op"])
+    pairs = np.bincount(
+        kernel_at * len(op_names) + op_at, minlength=len(kernel_names) * len(op_names)
+    )
+    pairs = pairs.reshape(len(kernel_names), len(op_names))
+    row_of = {name: i for i, name in enumerate(kernel_names)}
     rows = []
     for name in names:
-        mine = k[k["kernel"] == name]
-        if mine.empty:
+        if name not in row_of:
             continue
-        counts = mine["op"].value_counts()
-        best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        counts = pairs[row_of[name]]
+        made = [(str(op_names[j]), int(counts[j])) for j in np.flatnonzero(counts)]
+        best = sorted(made, key=lambda kv: (-kv[1], kv[0]))[0]
         rows.append(
-            {"kernel": name, "op": best[0], "launches": int(best[1]), "of_kernel": len(mine)}
+            {"kernel": name, "op": best[0], "launches": best[1], "of_kernel": int(counts.sum())}
         )
     return pd.DataFrame(rows, columns=cols)
