@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.breakdown import bare, text_test
+from hpcprof_kit.traces.distinct import distinct
 
 from . import host_signals as H
 from . import names as N
@@ -120,7 +121,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     mine, end = rows_by_rank(np.flatnonzero(on_device), rank), ts + dur
     empty = np.zeros(0, dtype=np.int64)
     busy = {int(r): _Busy(ts[mine.get(int(r), empty)], end[mine.get(int(r), empty)])
-            for r in np.unique(rank)}  # fmt: skip
+            for r in distinct(rank)}  # fmt: skip
     has_device = {r for r, b in busy.items() if b.start.size}
     loader = ~dev & (dur > 0) & has(N.LOADER.pattern)
     if loader.any():
@@ -150,7 +151,8 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     parts += [_by(rank[alloc], step[alloc], 1, "alloc_calls"),
               _by(rank[alloc], step[alloc], dur[alloc], "alloc_ns")]  # fmt: skip
     parts += _launch_gaps(rank, step, ts, dur, gpu)
-    cpu_ranks = np.setdiff1d(np.unique(rank), rank[dev])  # no device: the aten ops are the work
+    # no device: the aten ops are the work
+    cpu_ranks = np.setdiff1d(distinct(rank), distinct(rank[dev]), assume_unique=True)
     if cpu_ranks.size:
         parts += H.tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, _by)
         parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
