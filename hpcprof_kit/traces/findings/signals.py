@@ -135,7 +135,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
         from .args import run_args
 
         args = run_args(meta)  # read once, for the copies, collectives and GEMMs
-    cargs = _args_by_corr(df, meta, args)
+    cargs = _args_by_corr(track, meta, args)
     nbytes = np.full(len(df), -1, dtype=np.int64)
     if cargs:
         for i in np.flatnonzero(copy):
@@ -186,11 +186,11 @@ def _labels(column: pd.Series) -> np.ndarray:
     return column.astype(str).to_numpy().astype(str)
 
 
-def _args_by_corr(df, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
+def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
     """(rank, correlation) -> (bytes, collective name, group size) of copies and collectives."""
     from .args import run_args
 
-    needs = np.isin(_labels(df["track"]), ("memcpy", "comm"))
+    needs = np.isin(track, ("memcpy", "comm"))
     if not needs.any():
         return {}
     args = run_args(meta) if args is None else args
