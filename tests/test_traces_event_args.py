@@ -248,3 +248,29 @@ def test_traces_event_args_stays_the_function_after_its_module_is_imported():
 
     importlib.import_module(event_args.__module__)
     assert traces.event_args is event_args and callable(traces.event_args)
+
+
+def test_the_key_search_reads_the_same_events_with_and_without_memmem(tmp_path, monkeypatch):
+    from hpcprof_kit.traces import event_args_files as eaf
+
+    h100 = FIXTURES / "cuda_h100" / "eager-0-of-1.json.gz"
+    keyless = tmp_path / "plain-0-of-2.json"  # a header that says "world_size", no arg key
+    keyless.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2},
+        "traceEvents": [{"ph": "X", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+                         "args": {"correlation": 3}}]}))  # fmt: skip
+    raw = [e for e in _raw(h100) if e.get("ph") in ("X", "i", "I")]
+    want = sum(e["args"]["bytes"] for e in raw if "bytes" in e.get("args", {}))
+    kinds = ("copies", "collectives", "inputs")
+    answers = []
+    for memmem in (eaf._MEMMEM, None):  # the C library's search, then Python's own
+        monkeypatch.setattr(eaf, "_MEMMEM", memmem)
+        eaf._read.cache_clear()
+        got = eaf.file_event_args(str(h100), kinds)
+        assert sum(b for b in got["bytes"] if b is not None) == want > 0
+        assert eaf.file_event_args(str(keyless), kinds)["ts_ns"] == []
+        text = keyless.read_bytes()
+        assert not eaf._holds_any(text, (b'"size"', b'"bytes"'))  # "world_size" is no key
+        assert eaf._holds_any(text, (b'"size"', b'"correlation"'))
+        answers.append(got)
+    eaf._read.cache_clear()
+    assert answers[0] == answers[1]

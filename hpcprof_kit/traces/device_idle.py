@@ -61,6 +61,7 @@ import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces.breakdown import text_test
+from hpcprof_kit.traces.distinct import distinct
 from hpcprof_kit.traces.hta_compat import HTA_VERSION, _device_rows, _per_label, _times
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -211,7 +212,8 @@ def _fix(outside_window: bool) -> str:
 
 
 def _skipped(all_ranks: np.ndarray, kept: np.ndarray, why: str) -> dict[int, str]:
-    return {int(r): why for r in np.setdiff1d(np.unique(all_ranks), np.unique(kept))}
+    missing = np.setdiff1d(distinct(all_ranks), distinct(kept), assume_unique=True)
+    return {int(r): why for r in missing}
 
 
 def _launch_lookup(rank, corr, runtime, start):

@@ -86,9 +86,9 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
     """The text of every event holding one of the kinds' keys in its args, and the file's
     ``baseTimeNanoseconds``."""
     anchor = _anchors(kinds)
-    # a plain find runs at memory speed, the alternation's search far slower: a piece
-    # without any key as text (most of a trace) skips the search
-    quoted = list(dict.fromkeys(b'"' + k + b'"' for kind in kinds for k in KINDS[kind]))
+    # a plain find runs far faster than the alternation's search: a piece without any key
+    # as text (most of a trace) skips the search
+    quoted = tuple(dict.fromkeys(b'"' + k + b'"' for kind in kinds for k in KINDS[kind]))
     base_re = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
     found: list[bytes] = []
     base = None
@@ -96,7 +96,7 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
     for piece in _pieces(path, []):  # a cut-short gzip ends early, as the loader's does
         buf += piece
         done = 0
-        keyed = any(k in buf for k in quoted)
+        keyed = _holds_any(buf, quoted)
         while keyed and (m := anchor.search(buf, done)) is not None:
             span = _event_around(buf, m.start())
             if span is None:
@@ -110,6 +110,38 @@ def _event_objects(path: Path, kinds: tuple[str, ...]) -> tuple[list[bytes], int
             base = int(b.group(1))
         buf = buf[max(done, len(buf) - _TAIL) :]
     return found, base
+
+
+def _libc_memmem() -> Any:
+    """The C library's ``memmem``, or None where there is none to call (Windows)."""
+    try:
+        import ctypes
+
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError, TypeError):
+        return None
+    memmem.restype = ctypes.c_void_p
+    memmem.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+    return memmem
+
+
+_MEMMEM = _libc_memmem()
+
+
+def _holds_any(buf: bytes, needles: tuple[bytes, ...]) -> bool:
+    """Whether ``buf`` holds any of ``needles`` as text.
+
+    >>> _holds_any(b'{"args": {"bytes": 8}}', (b'"size"', b'"bytes"'))
+    True
+    >>> _holds_any(b'{"world_size": 8}', (b'"size"',))
+    False
+    """
+    # every trace file is searched whole for the keys, most of them in vain: glibc's memmem
+    # runs 2-3x faster than bytes.__contains__ on JSON, whose frequent characters (quotes,
+    # colons, digits) defeat the latter's skip table
+    if _MEMMEM is None:
+        return any(k in buf for k in needles)
+    return any(_MEMMEM(buf, len(buf), k, len(k)) is not None for k in needles)
 
 
 def _event_around(buf: bytes, at: int) -> tuple[int, int] | None:

@@ -49,6 +49,7 @@ import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import intervals as iv
+from hpcprof_kit.traces.distinct import distinct
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -106,7 +107,7 @@ def _times(df: pd.DataFrame, microseconds: bool) -> tuple[np.ndarray, np.ndarray
     if not microseconds:
         return ts, end
     rank = df["rank"].to_numpy()
-    rounded = np.isin(rank, np.unique(rank[ts % 1000 != 0]))
+    rounded = np.isin(rank, distinct(rank[ts % 1000 != 0]))
     # float64 µs as json.loads reads "whole.frac" (whole + frac/1000 rounds the same way)
     ts_us = (ts // 1000).astype(np.float64) + (ts % 1000) / 1000
     end_us = ts_us + (end - ts) / 1000
@@ -127,7 +128,7 @@ def _device_rows(df: pd.DataFrame, start: np.ndarray) -> np.ndarray:
     # HTA drops instants (no dur) and Trace spans while parsing
     host = ~device & (df["track"] != "instant").to_numpy() & (df["cat"] != "Trace").to_numpy()
     rank = df["rank"].to_numpy().astype(np.int64)
-    ranks = np.unique(rank)
+    ranks = distinct(rank)
     cutoff = np.full(ranks.size, np.iinfo(np.int64).min)  # a rank without steps keeps none
     steps = host & is_step
     np.maximum.at(cutoff, np.searchsorted(ranks, rank[steps]), start[steps])
@@ -135,7 +136,7 @@ def _device_rows(df: pd.DataFrame, start: np.ndarray) -> np.ndarray:
     early = host & (start < cutoff)
     key = (rank << 40) | (corr & ((1 << 40) - 1))  # (rank, correlation id) as one number
     # membership by binary search in the few early keys: np.isin would sort the whole table
-    early_keys = np.unique(key[early & (corr >= 0)])
+    early_keys = distinct(key[early & (corr >= 0)])
     at = np.minimum(np.searchsorted(early_keys, key), max(early_keys.size - 1, 0))
     launched = device & (early_keys[at] == key) if early_keys.size else np.zeros_like(device)
     return (launched | early) & (stream != -1)
@@ -161,7 +162,7 @@ def _events(df: pd.DataFrame, microseconds: bool) -> pd.DataFrame:
             "kind": _classes(df["name"][rows]),
         }
     )
-    ranks = sorted(int(r) for r in np.unique(df["rank"]))
+    ranks = sorted(int(r) for r in distinct(df["rank"]))
     empty = [r for r in ranks if r not in set(out["rank"].tolist())]
     if empty:
         raise TraceFormatError(

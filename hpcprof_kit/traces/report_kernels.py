@@ -111,14 +111,14 @@ def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     many last under 10 µs."""
     import pandas as pd
 
-    from hpcprof_kit.traces.ops import kernel_name
-
     df = bare(df) if df.attrs else df  # the view's table is bare already
     sub = df[fnd.kernel_rows(df)]
-    short = sub["name"].map(kernel_name).astype(str)  # a category column maps each label once
+    kernel_at, kernel_names = _kernel_codes(sub["name"])
+    number = {name: i for i, name in enumerate(kernel_names)}
+    dur = sub["dur_ns"].to_numpy()
     rows = []
     for name in names:
-        us = sub["dur_ns"].to_numpy()[(short == name).to_numpy()] / 1e3
+        us = dur[kernel_at == number.get(name, -2)] / 1e3
         if us.size == 0:
             continue
         q = np.quantile(us, [0.0, 0.1, 0.5, 0.9, 1.0])
@@ -143,8 +143,6 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     launches that op made."""
     import pandas as pd
 
-    from hpcprof_kit.traces.ops import kernel_name
-
     df = bare(df) if df.attrs else df  # the view's table is bare already
     kern = df[fnd.kernel_rows(df) & (df["corr"].to_numpy() >= 0)]
     runtime = df[text_test(df["track"], lambda s: s == "runtime") & (df["corr"].to_numpy() >= 0)]
@@ -159,20 +157,57 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     call = runtime[["rank", "corr", "ext_id"]].drop_duplicates(["rank", "corr"])
     # the innermost op of an External id: the shortest one
     op = ops.sort_values("dur_ns").drop_duplicates(["rank", "ext_id"])[["rank", "ext_id", "name"]]
-    k = kern[["rank", "corr"]].assign(kernel=kern["name"].map(kernel_name).astype(str))
-    k = k[k["kernel"].isin(names)]
+    kernel_at, kernel_names = _kernel_codes(kern["name"])
+    number = {name: i for i, name in enumerate(kernel_names)}
+    wanted = np.isin(kernel_at, [number[n] for n in names if n in number])
+    k = kern[["rank", "corr"]][wanted].assign(kernel=kernel_at[wanted])
     k = k.merge(call, on=["rank", "corr"], how="left").merge(
         op.rename(columns={"name": "op"}), on=["rank", "ext_id"], how="left"
     )
-    k["op"] = k["op"].astype(object).where(k["op"].notna(), "(no op found)").astype(str)
+    # every (kernel, op) pair counted at once over integer codes: a text comparison of
+    # every row per kernel name cost more than the rest of this table
+    op_at, op_names = _op_codes(k["op"])
+    pairs = np.bincount(
+        k["kernel"].to_numpy() * len(op_names) + op_at,
+        minlength=len(kernel_names) * len(op_names),
+    ).reshape(len(kernel_names), len(op_names))
     rows = []
     for name in names:
-        mine = k[k["kernel"] == name]
-        if mine.empty:
+        counts = pairs[number[name]] if name in number else None
+        if counts is None or not counts.any():
             continue
-        counts = mine["op"].value_counts()
-        best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        made = [(op_names[j], int(counts[j])) for j in np.flatnonzero(counts)]
+        best = sorted(made, key=lambda kv: (-kv[1], kv[0]))[0]
         rows.append(
-            {"kernel": name, "op": best[0], "launches": int(best[1]), "of_kernel": len(mine)}
+            {"kernel": name, "op": best[0], "launches": best[1], "of_kernel": int(counts.sum())}
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def _kernel_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's kernel name (:func:`~hpcprof_kit.traces.ops.kernel_name`) as a number into
+    the list of names it returns (-1: no name); a category column is named once per label,
+    and rows are then compared as numbers, not as text."""
+    import pandas as pd
+
+    from hpcprof_kit.traces.ops import kernel_name
+
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        at, names = pd.factorize(column.map(kernel_name).astype(str))
+        return at, [str(n) for n in names]
+    labels = [str(kernel_name(c)) for c in column.cat.categories]
+    number: dict[str, int] = {}
+    of_label = np.array([number.setdefault(n, len(number)) for n in labels] + [-1])
+    return of_label[column.cat.codes.to_numpy()], list(number)  # code -1 takes the last slot
+
+
+def _op_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's op name as a number into the list of names it returns, a row without an op
+    as the name ``(no op found)``."""
+    import pandas as pd
+
+    at, names = pd.factorize(column)
+    labels = [str(n) for n in names] + ["(no op found)"]
+    number: dict[str, int] = {}
+    of_label = np.array([number.setdefault(n, len(number)) for n in labels])
+    return of_label[at], list(number)  # factorize's -1 (no op) takes the last slot

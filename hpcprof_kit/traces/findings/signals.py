@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.breakdown import bare, text_test
+from hpcprof_kit.traces.distinct import distinct
 
 from . import host_signals as H
 from . import names as N
@@ -90,7 +91,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     dur = df["dur_ns"].to_numpy(dtype=np.int64)
     ts = df["ts_ns"].to_numpy(dtype=np.int64)
     dev = df["device"].to_numpy() >= 0
-    track = df["track"].astype(str).to_numpy()
+    track = _labels(df["track"])
 
     def has(pattern) -> np.ndarray:
         return text_test(df["name"], lambda s: s.str.contains(pattern, regex=True))
@@ -120,7 +121,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     mine, end = rows_by_rank(np.flatnonzero(on_device), rank), ts + dur
     empty = np.zeros(0, dtype=np.int64)
     busy = {int(r): _Busy(ts[mine.get(int(r), empty)], end[mine.get(int(r), empty)])
-            for r in np.unique(rank)}  # fmt: skip
+            for r in distinct(rank)}  # fmt: skip
     has_device = {r for r, b in busy.items() if b.start.size}
     loader = ~dev & (dur > 0) & has(N.LOADER.pattern)
     if loader.any():
@@ -134,7 +135,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
         from .args import run_args
 
         args = run_args(meta)  # read once, for the copies, collectives and GEMMs
-    cargs = _args_by_corr(df, meta, args)
+    cargs = _args_by_corr(track, meta, args)
     nbytes = np.full(len(df), -1, dtype=np.int64)
     if cargs:
         for i in np.flatnonzero(copy):
@@ -150,7 +151,8 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     parts += [_by(rank[alloc], step[alloc], 1, "alloc_calls"),
               _by(rank[alloc], step[alloc], dur[alloc], "alloc_ns")]  # fmt: skip
     parts += _launch_gaps(rank, step, ts, dur, gpu)
-    cpu_ranks = np.setdiff1d(np.unique(rank), rank[dev])  # no device: the aten ops are the work
+    # no device: the aten ops are the work
+    cpu_ranks = np.setdiff1d(distinct(rank), distinct(rank[dev]), assume_unique=True)
     if cpu_ranks.size:
         parts += H.tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, _by)
         parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
@@ -167,11 +169,28 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
 
 
-def _args_by_corr(df, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
+def _labels(column: pd.Series) -> np.ndarray:
+    """A text column as a NumPy string array (a missing label as ""): ``==`` and ``np.isin``
+    on it run in C, where on ``astype(str)``'s object array they compare Python strings one
+    row at a time, and the rules ask that of the track column a dozen times.
+
+    >>> import pandas as pd
+    >>> _labels(pd.Series(["gpu", None, "cpu"], dtype="category")) == "gpu"
+    array([ True, False, False])
+    """
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        labels = np.array([*column.cat.categories.astype(str), ""])
+        return labels[column.cat.codes.to_numpy()]  # code -1 (missing) takes the last slot
+    return column.astype(str).to_numpy().astype(str)
+
+
+def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
     """(rank, correlation) -> (bytes, collective name, group size) of copies and collectives."""
     from .args import run_args
 
-    needs = np.isin(df["track"].astype(str).to_numpy(), ("memcpy", "comm"))
+    needs = np.isin(track, ("memcpy", "comm"))
     if not needs.any():
         return {}
     args = run_args(meta) if args is None else args
