@@ -63,10 +63,13 @@ print(json.dumps(out, default=lambda v: v.item()))
 
 
 def _works(python: Path) -> bool:
-    """True when ``python`` imports HTA (a half-built venv does not)."""
+    """True when ``python`` imports HTA at :data:`HTA_VERSION` (a half-built venv, or one kept
+    from an older version, does not)."""
     if not python.exists():
         return False
-    probe = [str(python), "-c", "import hta.trace_analysis"]
+    check = ("import sys, importlib.metadata as m, hta.trace_analysis; "
+             f"sys.exit(m.version('holistictraceanalysis') != {HTA_VERSION!r})")  # fmt: skip
+    probe = [str(python), "-c", check]
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
