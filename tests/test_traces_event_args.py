@@ -274,3 +274,26 @@ def test_the_key_search_reads_the_same_events_with_and_without_memmem(tmp_path, 
         answers.append(got)
     eaf._read.cache_clear()
     assert answers[0] == answers[1]
+
+
+def test_many_rank_files_read_in_parallel_give_the_serial_answer(tmp_path, monkeypatch):
+    """More rank files than the reader's cache holds are read by worker processes too: the
+    same rows in the same order as one process reading them, a missing file skipped alike."""
+    from hpcprof_kit.traces.findings import args as fargs
+
+    n = fargs.PARALLEL_FROM + 3
+    meta = {}
+    for r in range(n):
+        path = tmp_path / f"t-{r}-of-{n}.json"
+        events = [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+                   "ts": 10 * i, "dur": 2, "args": {"bytes": 1000 * r + i, "correlation": i}}
+                  for i in range(r % 4)]  # fmt: skip
+        path.write_text(json.dumps({"traceEvents": events}))
+        meta[r] = {"source": str(path)}
+    meta[n] = {"source": str(tmp_path / "gone-0-of-1.json")}  # moved away: no rows
+    parallel = fargs.run_args(meta)
+    monkeypatch.setattr(fargs, "PARALLEL_FROM", 10**9)
+    serial = fargs.run_args(meta)
+    pd.testing.assert_frame_equal(parallel, serial)
+    want = [(r, i, 1000 * r + i) for r in range(n) for i in range(r % 4)]
+    assert list(zip(parallel["rank"], parallel["corr"], parallel["bytes"], strict=True)) == want

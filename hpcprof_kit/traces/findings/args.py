@@ -71,19 +71,63 @@ def run_args(meta: dict) -> Any:
     column; None when no file can be read (the table was built in memory, or moved)."""
     import pandas as pd
 
+    sources = [(int(rank), source) for rank, m in (meta or {}).items()
+               for _, source in rank_files(m)]  # fmt: skip
     frames, read = [], False
-    for rank, m in (meta or {}).items():
-        for _, source in rank_files(m):
-            try:
-                cols = file_args(source)
-            except (OSError, TraceFormatError, msgspec.DecodeError):
-                continue
-            read = True
-            if not len(cols["corr"]):
-                continue
-            frame = pd.DataFrame(cols)
-            frame.insert(0, "rank", int(rank))
-            frames.append(frame)
+    for (rank, _), cols in zip(sources, _read_each([s for _, s in sources]), strict=True):
+        if cols is None:
+            continue
+        read = True
+        if not len(cols["corr"]):
+            continue
+        frame = pd.DataFrame(cols)
+        frame.insert(0, "rank", rank)
+        frames.append(frame)
     if not frames:  # no file read: None; files without any of the arguments: no rows
         return pd.DataFrame(columns=["rank", *COLUMNS]) if read else None
     return pd.concat(frames, ignore_index=True)
+
+
+def _args_or_none(source: str) -> dict[str, np.ndarray] | None:
+    """:func:`file_args` of one file, or None when it cannot be read."""
+    try:
+        return file_args(source)
+    except (OSError, TraceFormatError, msgspec.DecodeError):
+        return None
+
+
+# More files than the reader's cache holds are read anew by every report, and searching them
+# for the argument keys costs about as much as loading them: they are then read in parallel,
+# as the loader reads them. Fewer are read here, where later reports find them in the cache.
+PARALLEL_FROM = 33
+
+
+def _read_each(sources: list[str]) -> list[dict[str, np.ndarray] | None]:
+    """:func:`_args_or_none` of each file, in order: in this process, or, for many files,
+    shared out by size among it and worker processes (one per CPU, as the loader does)."""
+    import os
+
+    workers = min(len(sources), os.cpu_count() or 1)
+    if workers <= 1 or len(sources) < PARALLEL_FROM:
+        return [_args_or_none(s) for s in sources]
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from pathlib import Path
+
+    from ..loader import _fork, lanes
+
+    try:
+        mine, theirs = lanes([Path(s) for s in sources], workers)
+    except OSError:  # a file gone: read each here, as for few files (it is skipped)
+        return [_args_or_none(s) for s in sources]
+    got: dict[int, dict[str, np.ndarray] | None] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=_fork()) as pool:
+            futures = {i: pool.submit(_args_or_none, sources[i]) for i in theirs}
+            for i in mine:
+                got[i] = _args_or_none(sources[i])
+            for i, fut in futures.items():
+                got[i] = fut.result()
+    except (OSError, BrokenProcessPool):  # no worker could start or one died: read the rest here
+        pass
+    return [got[i] if i in got else _args_or_none(s) for i, s in enumerate(sources)]
