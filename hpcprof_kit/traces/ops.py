@@ -124,7 +124,9 @@ def _text_codes(column: pd.Series) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64), max(len(uniques), 1)
 
 
-def _top(sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool) -> pd.DataFrame:
+def _top(
+    sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool, label=str
+) -> pd.DataFrame:
     import pandas as pd
 
     if not isinstance(n, int) or n < 1:
@@ -133,7 +135,8 @@ def _top(sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool) -
     dur = sub["dur_ns"].to_numpy(dtype=np.int64)
     created = sub["ext_id"].to_numpy(dtype=np.int64) if "ext_id" in sub else None
     self_ns = self_times(ts, dur, _thread_codes(sub), created) if nested and len(sub) else dur
-    frame = pd.DataFrame({what: names.to_numpy(), "dur_ns": dur, "self_ns": self_ns})
+    keys, text = _name_keys(names, label)
+    frame = pd.DataFrame({what: keys, "dur_ns": dur, "self_ns": self_ns})
     g = frame.groupby(what, sort=False)
     table = pd.DataFrame(
         {
@@ -144,9 +147,34 @@ def _top(sub: pd.DataFrame, names: pd.Series, n: int, what: str, nested: bool) -
             "max_us": g["dur_ns"].max() / 1e3,
         }
     )
+    if text is not None:  # grouped by numbers: each row of the table gets its name
+        table.index = pd.Index(text[table.index.to_numpy()], name=what)
     all_self = int(self_ns.sum())  # whole ns: the same sum in any order of the rows
-    table["share"] = g["self_ns"].sum() / all_self if all_self else 0.0
+    table["share"] = g["self_ns"].sum().to_numpy() / all_self if all_self else 0.0
     return by_value(table, "self_ms").head(n)
+
+
+def _name_keys(names: pd.Series, label=str) -> tuple[np.ndarray, np.ndarray | None]:
+    """What :func:`_top` groups rows by, ``label(name)``: for a column of categories, one
+    whole number per distinct label and the label of each number (grouping by numbers is
+    several times faster than hashing every row's text, and each category is labelled once);
+    else each row's label, and None.
+
+    >>> import pandas as pd
+    >>> keys, text = _name_keys(pd.Series(["k[SIMD32 {1}]", "k", "m"], dtype="category"),
+    ...                         kernel_name)
+    >>> keys.tolist(), text.tolist()
+    ([0, 0, 1], ['k', 'm'])
+    """
+    import pandas as pd
+
+    codes = names.cat.codes.to_numpy() if isinstance(names.dtype, pd.CategoricalDtype) else None
+    if codes is None or (codes < 0).any():  # not categories, or missing names among them
+        text = names.astype(str)
+        return (text if label is str else text.map(label)).to_numpy(), None
+    labels = np.array([label(str(c)) for c in names.cat.categories], dtype=object)
+    of_label, uniques = pd.factorize(labels)
+    return of_label[codes], np.asarray(uniques, dtype=object)
 
 
 def top_ops(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
@@ -163,7 +191,7 @@ def top_ops(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     df = bare(df)
     is_op = text_test(df["cat"], lambda s: s == "cpu_op") & (df["device"].to_numpy() < 0)
     sub = df[is_op & (df["dur_ns"].to_numpy() > 0)]
-    return _top(sub, sub["name"].astype(str), n, "op", nested=True)
+    return _top(sub, sub["name"], n, "op", nested=True)
 
 
 def is_user_range(df: pd.DataFrame) -> np.ndarray:
@@ -202,7 +230,7 @@ def user_ranges(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
             KitWarning,
             stacklevel=2,
         )
-    table = _top(sub, sub["name"].astype(str), n, "range", nested=True)
+    table = _top(sub, sub["name"], n, "range", nested=True)
     on_device = df[text_test(df["cat"], lambda s: s == DEVICE_RANGE_CAT)]
     if len(on_device):
         device_ns = on_device.groupby(on_device["name"].astype(str))["dur_ns"].sum()
@@ -267,18 +295,7 @@ def top_kernels(df: pd.DataFrame, n: int = 20) -> pd.DataFrame:
     is_kernel = text_test(df["track"], lambda s: s.isin(KERNEL_TRACKS))
     is_kernel &= df["device"].to_numpy() >= 0
     sub = df[is_kernel & (df["dur_ns"].to_numpy() > 0)]
-    return _top(sub, _kernel_names(sub["name"]), n, "kernel", nested=False)
-
-
-def _kernel_names(names: pd.Series) -> pd.Series:
-    """:func:`kernel_name` of every row, worked out once per distinct name."""
-    import pandas as pd
-
-    codes = names.cat.codes.to_numpy() if isinstance(names.dtype, pd.CategoricalDtype) else None
-    if codes is None or (codes < 0).any():  # not categories, or missing names among them
-        return names.astype(str).map(kernel_name)
-    labels = np.array([kernel_name(str(c)) for c in names.cat.categories], dtype=object)
-    return pd.Series(labels[codes], index=names.index, dtype=str)
+    return _top(sub, sub["name"], n, "kernel", nested=False, label=kernel_name)
 
 
 def _unknown_name(df: pd.DataFrame, name: str) -> SpecError:
