@@ -1,6 +1,7 @@
 """Session set-up shared by tests/ and the nbval run over notebooks/."""
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -10,9 +11,13 @@ _BIN = str(Path(sys.executable).parent)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
-# Runs started by tests and notebooks never land in the source tree.
+# Runs started by tests and notebooks never land in the source tree. The folder is this run's:
+# removed when the run passes (a notebook's runs are 150 MB), kept and named when it fails.
+# xdist's workers and a pytest a test starts inherit it, and leave it to the run that made it.
+_MADE_RUNS_DIR = None
 if "HPCPROF_RUNS_DIR" not in os.environ:
-    os.environ["HPCPROF_RUNS_DIR"] = tempfile.mkdtemp(prefix="hpcprof-test-runs-")
+    _MADE_RUNS_DIR = tempfile.mkdtemp(prefix="hpcprof-test-runs-")
+    os.environ["HPCPROF_RUNS_DIR"] = _MADE_RUNS_DIR
 
 # Kineto's USDT stderr lines break stored-output comparisons; silence them before torch loads.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -28,6 +33,15 @@ def pytest_addoption(parser):
         help="the inner loop (make test-quick): leave out every test that starts jobs, ranks, "
         "a scheduler or a browser; `make test` runs them all",
     )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _MADE_RUNS_DIR is None or not os.path.isdir(_MADE_RUNS_DIR):
+        return
+    if exitstatus in (0, 5):  # passed, or nothing ran
+        shutil.rmtree(_MADE_RUNS_DIR, ignore_errors=True)
+    else:
+        print(f"\nthe runs the tests and notebooks started are kept in {_MADE_RUNS_DIR}")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -68,7 +68,7 @@ def _left_out_by_name(item) -> bool:
     )
 
 
-# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) a module's tests stay on one
+# Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) a module's tests stay on one
 # worker, so its module fixtures are made once; tests that share a machine-wide resource share
 # one group: one Slurm cluster per run (job ids would repeat across two), one nsys at a time
 # (its agents are machine-wide), one JupyterLab and Chromium, one shared train run.
