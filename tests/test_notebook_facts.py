@@ -130,6 +130,7 @@ def test_notebook_03_prints_whole_lines_and_hydras_label_flag_labels_each_rank(m
     """03's script prints one whole line per rank (one f-string, flush=True), and the Hydra
     flag it names for labels, `mpiexec -l`, labels each rank's output with the real launcher."""
     import ast
+    import os
     import subprocess
     import sys
 
@@ -145,7 +146,10 @@ def test_notebook_03_prints_whole_lines_and_hydras_label_flag_labels_each_rank(m
     for flag in ("`mpiexec -l`", "`mpiexec --label\n--line-buffer`", "`srun --label`"):
         assert flag in text
     code = "import os; print(f\"rank={os.environ['PMI_RANK']}\", flush=True)"
-    done = subprocess.run([mpiexec, "-l", "-n", "2", sys.executable, "-c", code],
+    # as a learner's shell runs it: pytest-xdist's workers set PYTHONUNBUFFERED=1, under which
+    # print writes the text and its newline apart, and Hydra can put another rank's between
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([mpiexec, "-l", "-n", "2", sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     # each line starts with its rank's label (this Hydra also labels the line's end: "[0] ")
     lines = sorted(done.stdout.splitlines())
