@@ -18,7 +18,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from browser.notebooks import NOTEBOOKS
+from browser.notebooks import NOTEBOOKS, expected_of
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 INLINE_PNG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
@@ -61,13 +61,9 @@ def shown(outputs: list[dict]) -> dict[str, int]:
 def declared(stem: str, source: str) -> dict[str, int]:
     """What the table says the cell ``source`` of notebook ``stem`` shows, in :func:`shown`'s
     terms (an image inside a widget is the browser's to see, not counted here)."""
-    want = {"widgets": 0, "png": 0, "html": 0, "broken": 0}
-    for shows in NOTEBOOKS.get(stem, ()):
-        times = source.count(shows.snippet)
-        want["widgets"] += times * shows.widgets
-        if shows.via in want:
-            want[shows.via] += times * shows.images
-    return want
+    want = expected_of(stem, [source])
+    return {"widgets": want.widgets, "png": want.images["png"], "html": want.images["html"],
+            "broken": 0}  # fmt: skip
 
 
 @pytest.hookimpl(wrapper=True)

@@ -129,9 +129,13 @@ def notebooks_showing_something(folder: Path) -> list[str]:
 
 def expected(path: Path) -> Expected:
     """The counts for the notebook at ``path``, from the snippets its code holds."""
-    cells = code_cells(path)
+    return expected_of(path.stem, code_cells(path))
+
+
+def expected_of(stem: str, cells: list[str]) -> Expected:
+    """The counts the table gives notebook ``stem`` for the code ``cells`` (all, or one)."""
     widgets, images = 0, dict.fromkeys(VIAS, 0)
-    for shows in NOTEBOOKS.get(path.stem, ()):
+    for shows in NOTEBOOKS.get(stem, ()):
         found = sum(code.count(shows.snippet) for code in cells)
         widgets += found * shows.widgets
         images[shows.via] += found * shows.images
