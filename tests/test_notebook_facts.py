@@ -127,8 +127,11 @@ def test_notebook_09_names_every_problem_the_corpus_plants_and_stores_the_sweep_
 
 
 def test_notebook_03_prints_whole_lines_and_hydras_label_flag_labels_each_rank(mpiexec):
-    """03's script prints one whole line per rank (one f-string, flush=True), and the Hydra
-    flag it names for labels, `mpiexec -l`, labels each rank's output with the real launcher."""
+    """03's script prints one whole line per rank (one f-string holding its newline, end="",
+    flush=True: one write), and the Hydra flag it names for labels, `mpiexec -l`, labels each
+    rank's output with the real launcher. Run unbuffered, as batch scripts often run Python:
+    there a plain print writes the text and its newline apart, and the notebook's form must
+    still keep each line whole."""
     import ast
     import os
     import subprocess
@@ -140,15 +143,16 @@ def test_notebook_03_prints_whole_lines_and_hydras_label_flag_labels_each_rank(m
     prints = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
               and getattr(n.func, "id", "") == "print"]  # fmt: skip
     assert len(prints) == 1 and len(prints[0].args) == 1
-    assert isinstance(prints[0].args[0], ast.JoinedStr)
-    assert any(k.arg == "flush" and k.value.value is True for k in prints[0].keywords)
+    line = prints[0].args[0]
+    assert isinstance(line, ast.JoinedStr) and line.values[-1].value.endswith("\n")
+    keywords = {k.arg: k.value.value for k in prints[0].keywords}
+    assert keywords == {"end": "", "flush": True}
     text = _text(nb)
     for flag in ("`mpiexec -l`", "`mpiexec --label\n--line-buffer`", "`srun --label`"):
         assert flag in text
-    code = "import os; print(f\"rank={os.environ['PMI_RANK']}\", flush=True)"
-    # as a learner's shell runs it: pytest-xdist's workers set PYTHONUNBUFFERED=1, under which
-    # print writes the text and its newline apart, and Hydra can put another rank's between
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    assert "`PYTHONUNBUFFERED=1`" in text
+    code = "import os; print(f\"rank={os.environ['PMI_RANK']}\\n\", end='', flush=True)"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run([mpiexec, "-l", "-n", "2", sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     # each line starts with its rank's label (this Hydra also labels the line's end: "[0] ")
