@@ -297,3 +297,33 @@ def test_many_rank_files_read_in_parallel_give_the_serial_answer(tmp_path, monke
     pd.testing.assert_frame_equal(parallel, serial)
     want = [(r, i, 1000 * r + i) for r in range(n) for i in range(r % 4)]
     assert list(zip(parallel["rank"], parallel["corr"], parallel["bytes"], strict=True)) == want
+
+
+def test_rank_files_the_loader_found_without_argument_keys_are_not_searched(tmp_path, monkeypatch):
+    """The loader notes which argument keys each file's events hold (``arg_keys``); the rules'
+    search skips the files holding none and still gives what searching every file gives."""
+    from hpcprof_kit.traces.findings import args as fargs
+
+    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)",
+            "ts": 10, "dur": 2, "args": {"bytes": 4096, "correlation": 7}}  # fmt: skip
+    launch = {"ph": "X", "cat": "kernel", "name": "k", "ts": 20, "dur": 3,
+              "args": {"grid": [1, 1, 1], "correlation": 8}}  # fmt: skip
+    for rank, events in enumerate(([copy, launch], [launch], [])):
+        (tmp_path / f"t-{rank}-of-3.json").write_text(json.dumps({"traceEvents": events}))
+    df = _load(tmp_path)
+    meta = df.attrs["ranks"]
+    assert [meta[r]["arg_keys"] for r in range(3)] == [["bytes", "grid"], ["grid"], []]
+    searched = []
+    real = fargs.file_args
+    monkeypatch.setattr(fargs, "file_args", lambda p: searched.append(Path(p).name) or real(p))
+    got = fargs.run_args(meta)
+    assert searched == ["t-0-of-3.json"]
+    unknown = {r: {**m, "arg_keys": None} for r, m in meta.items()}  # as a cache copy of old
+    pd.testing.assert_frame_equal(got, fargs.run_args(unknown))
+    assert list(zip(got["rank"], got["corr"], got["bytes"], strict=True)) == [(0, 7, 4096)]
+    assert sorted(searched[1:]) == ["t-0-of-3.json", "t-1-of-3.json", "t-2-of-3.json"]
+    # a file gone since the load gives no rows either way: all gone, no file read (None)
+    for rank in (1, 2):
+        (tmp_path / f"t-{rank}-of-3.json").unlink()
+    only = {r: meta[r] for r in (1, 2)}
+    assert fargs.run_args(only) is None and fargs.run_args(unknown | {0: {}}) is None

@@ -71,6 +71,7 @@ def assert_same_trace(a: stream.ChromeTrace, b: stream.ChromeTrace) -> None:
     assert a.header == b.header
     assert a.process_names == b.process_names and a.thread_names == b.thread_names
     assert a.text_bytes == b.text_bytes
+    assert a.arg_keys == b.arg_keys
 
 
 def compare(path: Path) -> tuple[stream._Reader, stream._Reader]:
@@ -139,6 +140,26 @@ def test_epoch_times_with_nanoseconds_stay_exact_in_c(tmp_path):
     compare(path)
 
 
+def test_the_argument_keys_of_kept_events_are_noted_alike_either_way(tmp_path):
+    # the keys the rules' arguments hang on, in a kept event's args: noted; in a metadata
+    # event, nested deeper or beside args: not (the report searches only files holding them)
+    events = [
+        {"ph": "X", "name": "Memcpy HtoD", "ts": 1, "dur": 2, "args": {"bytes": 64}},
+        {"ph": "i", "name": "k", "ts": 3, "args": {"grid": [4, 1, 1], "correlation": 5}},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p", "size": 3}},
+        {"ph": "X", "name": "c", "ts": 4, "dur": 1, "args": {"x": {"Collective name": "a"}}},
+        {"ph": "X", "name": "d", "ts": 5, "dur": 1, "Input Dims": [[2]], "args": {}},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    fast, slow = compare(path)
+    assert fast.scanned == 1 and fast.decoded == 0
+    assert stream.read_chrome(path).arg_keys == ("bytes", "grid")
+    path.write_text(json.dumps({"traceEvents": events[2:]}))
+    compare(path)
+    assert stream.read_chrome(path).arg_keys == ()
+
+
 # Random traces: each field's JSON text drawn from what readers meet: mostly what profilers
 # write (read in C), sometimes the odd corner (a slice holding one goes to msgspec).
 _ws = st.sampled_from(["", " ", "\n    ", "\t"])
@@ -185,7 +206,8 @@ _id = _either(
     st.integers(-5, 10**6).map(str),
     st.sampled_from([str(2**53 + 1), str(2**64), "5.0", '"0x0"', '"12"', "null", "true"]),
 )
-_ARG_NAMES = ["correlation", "External id", "device", "stream", "sycl queue", "name", "cbid"]
+_ARG_NAMES = ["correlation", "External id", "device", "stream", "sycl queue", "name", "cbid",
+              "bytes", "size", "Collective name", "Input Dims", "grid"]  # fmt: skip
 _args = _either(
     st.lists(st.tuples(st.sampled_from(_ARG_NAMES), _id), max_size=5, unique_by=lambda a: a[0]),
     st.one_of(

@@ -66,8 +66,12 @@ def bare(df: pd.DataFrame) -> pd.DataFrame:
     >>> bare(df).attrs, df.attrs
     ({}, {'ranks': {0: {}}})
     """
-    out = df.copy(deep=False)
-    out.attrs = {}
+    import pandas as pd
+
+    # a frame over the same columns starts without attrs; df.copy would deep-copy them first
+    out = pd.DataFrame(df, copy=False)
+    if out.attrs:  # pragma: no cover - a pandas that carries them over
+        out.attrs = {}
     return out
 
 

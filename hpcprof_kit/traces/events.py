@@ -45,9 +45,21 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     stream: Scalar = -1
     sycl_queue: Scalar = msgspec.field(default=-1, name="sycl queue")
     name: Scalar = None  # process_name / thread_name metadata
+    # the argument keys the rules read (ARG_KEYS): only whether each is there (Raw: not decoded)
+    bytes: msgspec.Raw = msgspec.Raw(b"")
+    size: msgspec.Raw = msgspec.Raw(b"")
+    collective: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Collective name")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    grid: msgspec.Raw = msgspec.Raw(b"")
 
 
 _NO_ARGS = _Args()
+# the argument keys a file's kept events hold (in the compiled scanner's bit order) and the
+# _Args field of each: the rules' arguments are looked for again only in files holding them
+ARG_KEYS = ("bytes", "size", "Collective name", "Input Dims", "grid")
+_ARG_KEY_FIELDS = {"bytes": "bytes", "size": "size", "Collective name": "collective",
+                   "Input Dims": "input_dims", "grid": "grid"}  # fmt: skip
+_PRESENT = msgspec.Raw(b"1")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -364,7 +376,10 @@ def loose_events(items: list, exact: bool) -> list:
                 tid=ev.get("tid") if not isinstance(ev.get("tid"), dict | list) else None,
                 ts=_ts_text(ts) if exact else _number(ts),
                 dur=_number(ev.get("dur")),
-                args=_Args(**{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()}),
+                args=_Args(
+                    **{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()},
+                    **{f: _PRESENT for k, f in _ARG_KEY_FIELDS.items() if k in a},
+                ),
             )
         )
     return out

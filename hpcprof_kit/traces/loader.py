@@ -341,6 +341,8 @@ def _rank_and_meta(path: Path, trace: Any, fmt: str) -> tuple[int, dict]:
         "rank_source": source,
         "bytes": trace.text_bytes,
         "skipped": trace.skipped.count,  # bad events left out (the warnings say which, why)
+        # which argument keys its events hold (None: not known): the rules read only those files
+        "arg_keys": None if trace.arg_keys is None else list(trace.arg_keys),
     }
 
 

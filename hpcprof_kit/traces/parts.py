@@ -67,7 +67,8 @@ def join(parts: list[Part]) -> Any:
 
 def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
     """Each rank's metadata; a rank in several parts (one per schedule cycle) keeps its first
-    part's, with ``cycles`` and ``sources`` listing every part and ``events`` their sum."""
+    part's, with ``cycles`` and ``sources`` listing every part, ``events`` their sum and
+    ``arg_keys`` the argument keys any of them holds (None when one does not say)."""
     ranks: dict[int, dict[str, Any]] = {}
     for p in sorted(parts, key=lambda p: (p.rank, p.meta.get("cycle", 0))):
         if p.rank not in ranks:
@@ -81,6 +82,8 @@ def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
         meta["events"] = meta.get("events", 0) + p.meta.get("events", 0)
         meta["skipped"] = meta.get("skipped", 0) + p.meta.get("skipped", 0)
         meta["warnings"] = [*meta.get("warnings", []), *p.meta.get("warnings", [])]
+        keys, more = meta.get("arg_keys"), p.meta.get("arg_keys")
+        meta["arg_keys"] = None if keys is None or more is None else sorted({*keys, *more})
     return ranks
 
 

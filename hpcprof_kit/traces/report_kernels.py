@@ -112,7 +112,7 @@ def kernel_durations(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     import pandas as pd
 
     df = bare(df) if df.attrs else df  # the view's table is bare already
-    sub = df[fnd.kernel_rows(df)]
+    sub = df[["name", "dur_ns"]][fnd.kernel_rows(df)]  # the columns read, not the table's all
     kernel_at, kernel_names = _kernel_codes(sub["name"])
     number = {name: i for i, name in enumerate(kernel_names)}
     dur = sub["dur_ns"].to_numpy()
@@ -144,9 +144,13 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     import pandas as pd
 
     df = bare(df) if df.attrs else df  # the view's table is bare already
-    kern = df[fnd.kernel_rows(df) & (df["corr"].to_numpy() >= 0)]
-    runtime = df[text_test(df["track"], lambda s: s == "runtime") & (df["corr"].to_numpy() >= 0)]
-    ops = df[
+    # only the columns read are taken: a row filter of the whole table copies every column
+    corr = df["corr"].to_numpy()
+    kern = df[["rank", "corr", "name"]][fnd.kernel_rows(df) & (corr >= 0)]
+    runtime = df[["rank", "corr", "ext_id"]][
+        text_test(df["track"], lambda s: s == "runtime") & (corr >= 0)
+    ]
+    ops = df[["rank", "ext_id", "name", "dur_ns"]][
         text_test(df["cat"], lambda s: s == "cpu_op")
         & (df["ext_id"].to_numpy() >= 0)
         & (df["device"].to_numpy() < 0)

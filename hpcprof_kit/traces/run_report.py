@@ -35,6 +35,7 @@ import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import findings as fnd
+from hpcprof_kit.traces.breakdown import bare
 from hpcprof_kit.traces.distinct import distinct
 from hpcprof_kit.traces.report_distributed import (  # noqa: F401  (the panes, named here too)
     collectives,
@@ -195,7 +196,7 @@ def run_facts(df: pd.DataFrame) -> dict[str, Any]:
     the trace's kind and steps)."""
     meta = df.attrs.get("ranks", {})
     return {
-        "ranks": sorted(int(r) for r in distinct(df["rank"].to_numpy())),
+        "ranks": sorted(int(r) for r in distinct(bare(df)["rank"].to_numpy())),
         "world_size": fnd.world_size(meta) if meta else None,
         "events": int(len(df)),
         "devices": sorted(

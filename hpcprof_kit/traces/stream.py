@@ -31,7 +31,9 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from .events import (
+    _ARG_KEY_FIELDS,
     ANY,
+    ARG_KEYS,
     EXACT,
     FAST,
     KEPT_PHASES,
@@ -54,6 +56,7 @@ SLICE_BYTES = 256 * 1024
 HEADER_LIMIT = 64 * 1024 * 1024  # traceEvents must start within this many bytes
 _PH = attrgetter("ph")
 _TS = attrgetter("ts")
+_ARGS = attrgetter("args")
 
 # µs whose ns decimals float64 cannot hold: from 2**43 µs (about 8.8e12) a float64 step
 # exceeds 1 ns, so 14+ integer digits, or 13 from 8e12 on (absolute epoch µs has 16).
@@ -91,6 +94,8 @@ class ChromeTrace:
     warnings: list[str] = field(default_factory=list)
     text_bytes: int = 0  # decompressed JSON size
     skipped: Skipped = field(default_factory=Skipped)  # events left out, and why
+    # the ARG_KEYS that kept events' args hold; None: not known (a scanner built before)
+    arg_keys: tuple[str, ...] | None = ()
 
 
 def _pieces(path: Path, warn: list[str]):
@@ -160,6 +165,7 @@ class _Reader:
         self.invalid = ""  # why the rest of traceEvents is not valid JSON, if it is not
         self.scanner = _scan if os.environ.get("HPCPROF_SCANNER", "on") != "off" else None
         self.scanned = self.decoded = 0  # slices read by the compiled scanner / by msgspec
+        self.arg_keys: set[str] | None = set()  # of ARG_KEYS, in kept events' args
 
     def _scan_slice(self, buf: bytearray, start: int, stop: int) -> bool:
         """Read ``buf[start:stop]`` with the compiled scanner; False: it left the slice to
@@ -169,7 +175,11 @@ class _Reader:
         got = self.scanner.scan(buf, start, stop, self.cols.raw_keys, self.cols.new_key)
         if got is None:
             return False
-        items, arrays, meta, exact_needed = got
+        items, arrays, meta, exact_needed, *keys = got
+        if not keys:  # a scanner compiled before it noted the argument keys
+            self.arg_keys = None
+        elif keys[0] and self.arg_keys is not None:
+            self.arg_keys.update(k for i, k in enumerate(ARG_KEYS) if keys[0] >> i & 1)
         self.exact = self.exact or exact_needed
         self.seen += items
         self.scanned += 1
@@ -303,11 +313,22 @@ class _Reader:
                     self.skipped.add(base + i, f"{events[i].name} is not a JSON object")
         if not kept:
             return
+        self._note_arg_keys(kept)
         skipped = self.cols.add(kept, self.exact)
         if skipped:  # positions in kept -> in events
             where = list(compress(range(len(events)), map(KEPT_PHASES.__contains__, phases)))
             for i, why in skipped:
                 self.skipped.add(base + where[i], why)
+
+    def _note_arg_keys(self, kept: list) -> None:
+        """Note which of ``ARG_KEYS`` the events' args hold (a C-level pass per key not yet
+        seen; an absent key decodes as an empty ``Raw``)."""
+        if self.arg_keys is None or len(self.arg_keys) == len(ARG_KEYS):
+            return
+        args = list(map(_ARGS, kept))
+        for key in ARG_KEYS:
+            if key not in self.arg_keys and any(map(attrgetter(_ARG_KEY_FIELDS[key]), args)):
+                self.arg_keys.add(key)
 
 
 def read_chrome(path: str | Path) -> ChromeTrace:
@@ -426,6 +447,16 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
             processes[str(m.pid)] = value
         elif value is not None and m.name == "thread_name":
             threads[(str(m.pid), str(m.tid))] = value
+    keys = None if reader.arg_keys is None else tuple(k for k in ARG_KEYS if k in reader.arg_keys)
     return ChromeTrace(
-        reader.path, header, columns, vocab, processes, threads, notes, total, reader.skipped
+        reader.path,
+        header,
+        columns,
+        vocab,
+        processes,
+        threads,
+        notes,
+        total,
+        reader.skipped,
+        keys,
     )

@@ -14,7 +14,10 @@
  * returns its code, or None to fall back); ts in integer ns read from its digits; dur in ns
  * as rint(dur * 1000) of the correctly rounded double; and the integer ids of args
  * (correlation, External id, device, stream, or sycl queue where there is no stream).
- * M events come back as (start, stop) offsets for the reader to decode.
+ * M events come back as (start, stop) offsets for the reader to decode. The last item says
+ * which argument keys the kept rows' args hold at their top level, bit i for ARG_KEYS[i] of
+ * events.py ("bytes", "size", "Collective name", "Input Dims", "grid"): the rules' arguments
+ * are then looked for again only in the files that hold them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -397,6 +400,8 @@ static int duration_ns(Cur *c, int64_t *out)
 #define IS(s, n, word) ((n) == (Py_ssize_t)sizeof(word) - 1 && !memcmp((s), (word), (n)))
 
 enum { A_CORR, A_EXT, A_DEV, A_STREAM, A_QUEUE, A_NAME };
+/* argument keys only noted as present (bit K_BYTES - K_FIRST...), in stream.ARG_KEYS order */
+enum { K_FIRST = 8, K_BYTES = K_FIRST, K_SIZE, K_COLL, K_DIMS, K_GRID };
 
 /* Which of the args the table reads a key names (its text without quotes); -1: none. */
 static int arg_of(const unsigned char *s, Py_ssize_t n)
@@ -413,10 +418,20 @@ static int arg_of(const unsigned char *s, Py_ssize_t n)
         return A_QUEUE;
     if (IS(s, n, "name"))
         return A_NAME;
+    if (IS(s, n, "bytes"))
+        return K_BYTES;
+    if (IS(s, n, "size"))
+        return K_SIZE;
+    if (IS(s, n, "grid"))
+        return K_GRID;
+    if (IS(s, n, "Input Dims"))
+        return K_DIMS;
+    if (IS(s, n, "Collective name"))
+        return K_COLL;
     return -1;
 }
 
-static int args_object(Cur *c, int64_t ids[5])
+static int args_object(Cur *c, int64_t ids[5], unsigned *keys)
 {
     unsigned seen = 0;
     int at;
@@ -428,6 +443,10 @@ static int args_object(Cur *c, int64_t ids[5])
         if (member_key(c, &key, &escaped) || escaped)
             return FALLBACK;
         which = arg_of(key.s + 1, key.n - 2);
+        if (which >= K_FIRST) { /* present is all that is noted; a repeat changes nothing */
+            *keys |= 1u << (which - K_FIRST);
+            which = -1;
+        }
         if (which >= 0) {
             if (seen & (1u << which))
                 return FALLBACK; /* a repeated field */
@@ -442,6 +461,7 @@ static int args_object(Cur *c, int64_t ids[5])
 typedef struct {
     Span ph, cat, name, pid, tid; /* s == NULL: absent */
     int64_t ts, dur, ids[5];
+    unsigned keys; /* argument keys in args (bits, see K_FIRST) */
 } Event;
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
@@ -533,7 +553,7 @@ static int event(Cur *c, Event *ev, int *exact_needed)
             bad = duration_ns(c, &ev->dur);
             break;
         case F_ARGS:
-            bad = args_object(c, ev->ids);
+            bad = args_object(c, ev->ids, &ev->keys);
             break;
         default:
             bad = value(c, 1);
@@ -614,6 +634,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     char *scratch = NULL;
     Py_ssize_t scratch_size = 0;
     int exact_needed = 0, ok = 0;
+    unsigned keys = 0;
     Cur c;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!O", &view, &start, &stop, &PyDict_Type, &raw_keys,
@@ -651,6 +672,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
                 goto error;
             if (code < 0)
                 goto fallback;
+            keys |= ev.keys;
             row[C_KEY] = code;
             row[C_TS] = ev.ts;
             row[C_DUR] = ev.dur;
@@ -687,7 +709,8 @@ fallback:
             }
             PyTuple_SET_ITEM(arrays, i, b);
         }
-        result = Py_BuildValue("(nNOO)", items, arrays, meta, exact_needed ? Py_True : Py_False);
+        result = Py_BuildValue("(nNOOI)", items, arrays, meta, exact_needed ? Py_True : Py_False,
+                               keys);
     }
     else {
         result = Py_NewRef(Py_None);
@@ -703,8 +726,8 @@ error:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, start, stop, raw_keys, new_key) -> (items, columns, meta spans, exact needed)"
-     " or None: the trace-table columns of the events in buf[start:stop]."},
+     "scan(buf, start, stop, raw_keys, new_key) -> (items, columns, meta spans, exact needed,"
+     " argument keys) or None: the trace-table columns of the events in buf[start:stop]."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",

@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 
 from ...errors import TraceFormatError
+from ..event_args_files import KINDS as KEYS_OF
 from ..event_args_files import file_event_args
 from ..event_args_table import DTYPE_BYTES
 from ..memory_events import rank_files
@@ -66,15 +67,35 @@ def file_args(path: str) -> dict[str, np.ndarray]:
     }
 
 
+def holds_args(rank_meta: dict) -> bool:
+    """Whether a rank's files may hold the arguments the rules read: the loader notes which
+    argument keys each file's events hold (``arg_keys``; absent or None: not known).
+
+    >>> holds_args({"arg_keys": ["grid"]}), holds_args({"arg_keys": ["bytes"]}), holds_args({})
+    (False, True, True)
+    """
+    keys = rank_meta.get("arg_keys")
+    return keys is None or not _WANTED.isdisjoint(keys)
+
+
+_WANTED = frozenset(k.decode() for kind in KINDS for k in KEYS_OF[kind])
+
+
 def run_args(meta: dict) -> Any:
     """The kept arguments of every rank in ``meta`` (``df.attrs["ranks"]``), with a ``rank``
-    column; None when no file can be read (the table was built in memory, or moved)."""
+    column; None when no file can be read (the table was built in memory, or moved). Files
+    the loader found without any of the argument keys are not searched again."""
+    import os
+
     import pandas as pd
 
-    sources = [(int(rank), source) for rank, m in (meta or {}).items()
+    sources = [(int(rank), source, holds_args(m)) for rank, m in (meta or {}).items()
                for _, source in rank_files(m)]  # fmt: skip
+    searched = iter(_read_each([s for _, s, holds in sources if holds]))
     frames, read = [], False
-    for (rank, _), cols in zip(sources, _read_each([s for _, s in sources]), strict=True):
+    for rank, source, holds in sources:
+        # a file without the keys gives no rows, as its search would, if it is still there
+        cols = next(searched) if holds else _NONE if os.path.isfile(source) else None
         if cols is None:
             continue
         read = True
@@ -86,6 +107,9 @@ def run_args(meta: dict) -> Any:
     if not frames:  # no file read: None; files without any of the arguments: no rows
         return pd.DataFrame(columns=["rank", *COLUMNS]) if read else None
     return pd.concat(frames, ignore_index=True)
+
+
+_NONE = {"corr": np.zeros(0, np.int64)}  # a file searched in vain: no rows
 
 
 def _args_or_none(source: str) -> dict[str, np.ndarray] | None:
