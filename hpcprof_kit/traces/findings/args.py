@@ -26,6 +26,7 @@ from ...errors import TraceFormatError
 from ..event_args_files import KINDS as KEYS_OF
 from ..event_args_files import file_event_args
 from ..event_args_table import DTYPE_BYTES
+from ..events import ARG_KEYS
 from ..memory_events import rank_files
 
 COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
@@ -75,10 +76,13 @@ def holds_args(rank_meta: dict) -> bool:
     (False, True, True)
     """
     keys = rank_meta.get("arg_keys")
-    return keys is None or not _WANTED.isdisjoint(keys)
+    return keys is None or not _NOTED or not _WANTED.isdisjoint(keys)
 
 
 _WANTED = frozenset(k.decode() for kind in KINDS for k in KEYS_OF[kind])
+# a key the rules read that the loader does not note (events.ARG_KEYS, the scanner's bits) could
+# be in any file: then every file is searched, as before the loader noted keys
+_NOTED = _WANTED.issubset(ARG_KEYS)
 
 
 def run_args(meta: dict) -> Any:
