@@ -7,6 +7,10 @@ Writes a synthetic NCCL run of ``--ranks`` rank files of ``--mb`` MiB each
 writes the HTML once. Prints medians with min-max, and the report / load ratio (goal: 1.5 or
 less), with the machine's load average.
 
+The rank files carry the arguments a real CUDA run writes with ``record_shapes=True`` (copy
+bytes, collective sizes, input types, launch shapes: ``make_synthetic_trace.py --args``), as
+the rules read some of them; ``--bare`` writes the ids alone, as every figure before did.
+
     python benchmarks/bench_report.py                      # 64 and 256 ranks of 1 MiB
     python benchmarks/bench_report.py --ranks 16 --mb 0.5  # quicker
 """
@@ -47,13 +51,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ranks", type=int, nargs="+", default=[64, 256])
     p.add_argument("--mb", type=float, default=1.0)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--bare", action="store_true", help="rank files without event arguments")
     args = p.parse_args(argv)
     from hpcprof_kit import traces
 
     warnings.simplefilter("ignore")
     print(
         f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
-        f"{os.cpu_count()} CPUs; {args.mb} MiB per rank; median (min-max) of {args.repeat}, s"
+        f"{os.cpu_count()} CPUs; {args.mb} MiB per rank, "
+        f"{'no event arguments' if args.bare else 'with event arguments'}; "
+        f"median (min-max) of {args.repeat}, s"
     )
     print(f"{'ranks':>6} {'events':>10} {'load':>20} {'report':>20} {'ratio':>6} {'html':>7}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -61,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
             folder = Path(tmp) / f"r{n}"
             folder.mkdir()
             for r in range(n):
-                write_trace(folder / f"synthetic-{r}-of-{n}.json", args.mb, rank=r, world=n)
+                path = folder / f"synthetic-{r}-of-{n}.json"
+                write_trace(path, args.mb, rank=r, world=n, args=not args.bare)
             load_t, df = timed(lambda f=folder: traces.load(f, cache=False), args.repeat)
             rep_t, rep = timed(lambda d=df: traces.report(d), args.repeat)
             t0 = time.perf_counter()

@@ -6,9 +6,16 @@ form (cpu_op, cuda_runtime launches, kernels with correlation ids, memcpy, NCCL 
 ``ac2g`` flows, ``ProfilerStep#N`` spans), with ``baseTimeNanoseconds`` in the header.
 Times are µs with ns decimals relative to the base, as Kineto writes them.
 
+With ``--args`` the events also carry the arguments a real CUDA run writes with
+``record_shapes=True``: ``Input Dims`` and ``Input type`` on the ops, ``grid`` and ``block``
+on the kernels, ``bytes`` on the copies, and the collective's name, message elements, dtype
+and group size on the NCCL kernels. Without it (the default, and every figure measured before
+it existed) they carry only their ids.
+
 Example (about 2 MB, 11 k events)::
 
     python benchmarks/make_synthetic_trace.py /tmp/synthetic-0-of-2.json --mb 2 --rank 0 --world 2
+    python benchmarks/make_synthetic_trace.py /tmp/args-0-of-1.json --mb 2 --args
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ CPU = """  {{
     "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 4242, "tid": 4242,
     "ts": {ts:.3f}, "dur": {dur:.3f},
     "args": {{
-      "External id": {ext},"Record function id": 0, "Ev Idx": {idx}
+      "External id": {ext},"Record function id": 0, "Ev Idx": {idx}{extra}
     }}
   }},
 """
@@ -71,7 +78,7 @@ KERNEL = """  {{
     "ph": "X", "cat": "{cat}", "name": "{name}", "pid": 0, "tid": {stream},
     "ts": {ts:.3f}, "dur": {dur:.3f},
     "args": {{
-      "External id": {ext}, "device": 0, "stream": {stream}, "correlation": {corr}
+      "External id": {ext}, "device": 0, "stream": {stream}, "correlation": {corr}{extra}
     }}
   }},
 """
@@ -81,9 +88,33 @@ FLOW = """  {{
   }},
 """
 
+# the arguments of --args, as Kineto writes them
+OP_ARGS = """, "Input Dims": [[512, 1024], [1024, 1024]], "Input type": ["float", "float"],
+      "Input Strides": [[1024, 1], [1024, 1]], "Concrete Inputs": ["", ""]"""
+KERNEL_ARGS = """, "registers per thread": 64, "shared memory": 0, "blocks per SM": 1.5,
+      "warps per SM": 12.0, "grid": [{grid}, 1, 1], "block": [256, 1, 1],
+      "est. achieved occupancy %": 19"""
+COPY_ARGS = """, "bytes": {nbytes}, "memory bandwidth (GB/s)": 12.5"""
+NCCL_ARGS = """, "Collective name": "allreduce", "In msg nelems": {elems},
+      "Out msg nelems": {elems}, "Group size": {world}, "dtype": "Float",
+      "In split size": "[]", "Out split size": "[]", "Process Group Name": "0",
+      "Process Group Description": "default_pg", "grid": [32, 1, 1], "block": [640, 1, 1]"""
 
-def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int = 0) -> int:
-    """Write the trace and return the number of traceEvents (all phases)."""
+
+def _kernel_args(rng: random.Random, kcat: str, comm: bool, world: int) -> str:
+    """The arguments of one device event under --args."""
+    if kcat == "gpu_memcpy":
+        return COPY_ARGS.format(nbytes=rng.choice((4096, 1 << 20, 64 << 20)))
+    if comm:
+        return NCCL_ARGS.format(elems=rng.choice((1 << 10, 1 << 20, 25 << 20)), world=world)
+    return KERNEL_ARGS.format(grid=rng.choice((80, 432, 2400)))
+
+
+def write_trace(
+    path: Path, mb: float, rank: int = 0, world: int = 1, seed: int = 0, args: bool = False
+) -> int:
+    """Write the trace and return the number of traceEvents (all phases); ``args``: with
+    the arguments a real run writes (see above)."""
     rng = random.Random(seed + rank)
     target = int(mb * 1024 * 1024)
     t = 1_000_000.0 + rank * 3.217  # µs since base; ranks start a little apart
@@ -101,7 +132,12 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
                 idx += 1
                 name = rng.choice(OPS)
                 dur = rng.uniform(5, 50)
-                body.append(CPU.format(cat="cpu_op", name=name, ts=t, dur=dur, ext=ext, idx=idx))
+                extra = OP_ARGS if args else ""
+                body.append(
+                    CPU.format(
+                        cat="cpu_op", name=name, ts=t, dur=dur, ext=ext, idx=idx, extra=extra
+                    )
+                )
                 body.append(RUNTIME.format(ts=t + 1.5, dur=4.125, ext=ext, corr=corr))
                 comm = rng.random() < 0.1
                 kname, stream = (NCCL, 20) if comm else (rng.choice(KERNELS), 7)
@@ -109,6 +145,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
                 kcat = "gpu_memcpy" if rng.random() < 0.05 else "kernel"
                 if kcat == "gpu_memcpy":
                     kname = "Memcpy HtoD (Pageable -> Device)"
+                extra = _kernel_args(rng, kcat, comm, world) if args else ""
                 body.append(
                     KERNEL.format(
                         cat=kcat,
@@ -118,6 +155,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
                         dur=dur * 0.8,
                         ext=ext,
                         corr=corr,
+                        extra=extra,
                     )
                 )
                 body.append(FLOW.format(ph="s", corr=corr, pid=4242, tid=4242, ts=t + 1.5, bp=""))
@@ -135,6 +173,7 @@ def write_trace(path: Path, mb: float, rank: int = 0, world: int = 1, seed: int 
                     dur=t - step_start,
                     ext=ext,
                     idx=idx,
+                    extra="",
                 )
             )
             parts.extend(body)
@@ -154,8 +193,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mb", type=float, default=200.0, help="approximate size in MiB")
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world", type=int, default=1)
+    parser.add_argument(
+        "--args", action="store_true", help="write the arguments a real run has (see above)"
+    )
     args = parser.parse_args(argv)
-    n = write_trace(args.path, args.mb, args.rank, args.world)
+    n = write_trace(args.path, args.mb, args.rank, args.world, args=args.args)
     print(f"wrote {args.path.name}: {args.path.stat().st_size / 1e6:.1f} MB, {n} events")
 
 

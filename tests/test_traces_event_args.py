@@ -299,9 +299,10 @@ def test_many_rank_files_read_in_parallel_give_the_serial_answer(tmp_path, monke
     assert list(zip(parallel["rank"], parallel["corr"], parallel["bytes"], strict=True)) == want
 
 
-def test_rank_files_the_loader_found_without_argument_keys_are_not_searched(tmp_path, monkeypatch):
-    """The loader notes which argument keys each file's events hold (``arg_keys``); the rules'
-    search skips the files holding none and still gives what searching every file gives."""
+def test_the_loader_keeps_the_arguments_so_no_file_is_searched(tmp_path, monkeypatch):
+    """The loader keeps the arguments the rules read as it reads each file: the rules search
+    no file, and get what searching every file gives. Without them (a cache copy of old), the
+    files the loader found any argument key in are searched, and only those."""
     from hpcprof_kit.traces.findings import args as fargs
 
     copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)",
@@ -317,13 +318,17 @@ def test_rank_files_the_loader_found_without_argument_keys_are_not_searched(tmp_
     real = fargs.file_args
     monkeypatch.setattr(fargs, "file_args", lambda p: searched.append(Path(p).name) or real(p))
     got = fargs.run_args(meta)
-    assert searched == ["t-0-of-3.json"]
-    unknown = {r: {**m, "arg_keys": None} for r, m in meta.items()}  # as a cache copy of old
-    pd.testing.assert_frame_equal(got, fargs.run_args(unknown))
+    assert searched == []
     assert list(zip(got["rank"], got["corr"], got["bytes"], strict=True)) == [(0, 7, 4096)]
+    old = {r: {k: v for k, v in m.items() if k != "event_args"} for r, m in meta.items()}
+    pd.testing.assert_frame_equal(got, fargs.run_args(old))
+    assert searched == ["t-0-of-3.json"]
+    unknown = {r: {**m, "arg_keys": None} for r, m in old.items()}  # older still: no keys
+    pd.testing.assert_frame_equal(got, fargs.run_args(unknown))
     assert sorted(searched[1:]) == ["t-0-of-3.json", "t-1-of-3.json", "t-2-of-3.json"]
-    # a file gone since the load gives no rows either way: all gone, no file read (None)
-    for rank in (1, 2):
+    # files gone since the load: the kept arguments stand; without them, a gone file gives no
+    # rows, and with every file gone nothing is known (None)
+    for rank in range(3):
         (tmp_path / f"t-{rank}-of-3.json").unlink()
-    only = {r: meta[r] for r in (1, 2)}
-    assert fargs.run_args(only) is None and fargs.run_args(unknown | {0: {}}) is None
+    pd.testing.assert_frame_equal(got, fargs.run_args(meta))
+    assert fargs.run_args(old) is None and fargs.run_args(unknown | {0: {}}) is None

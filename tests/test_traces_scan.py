@@ -72,6 +72,16 @@ def assert_same_trace(a: stream.ChromeTrace, b: stream.ChromeTrace) -> None:
     assert a.process_names == b.process_names and a.thread_names == b.thread_names
     assert a.text_bytes == b.text_bytes
     assert a.arg_keys == b.arg_keys
+    assert_same_args(a.args, b.args)
+
+
+def assert_same_args(a: dict | None, b: dict | None) -> None:
+    """The arguments the rules read, kept alike (or not kept by either)."""
+    assert (a is None) == (b is None)
+    assert a is None or a.keys() == b.keys()
+    for name in a or ():
+        assert a[name].dtype == b[name].dtype, name
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def compare(path: Path) -> tuple[stream._Reader, stream._Reader]:
@@ -207,7 +217,8 @@ _id = _either(
     st.sampled_from([str(2**53 + 1), str(2**64), "5.0", '"0x0"', '"12"', "null", "true"]),
 )
 _ARG_NAMES = ["correlation", "External id", "device", "stream", "sycl queue", "name", "cbid",
-              "bytes", "size", "Collective name", "Input Dims", "grid"]  # fmt: skip
+              "bytes", "size", "Collective name", "Input Dims", "grid", "In msg nelems",
+              "dtype", "Group size", "Input type"]  # fmt: skip
 _args = _either(
     st.lists(st.tuples(st.sampled_from(_ARG_NAMES), _id), max_size=5, unique_by=lambda a: a[0]),
     st.one_of(
@@ -268,3 +279,4 @@ def test_random_traces_read_the_same_either_way(tmp_path, items, gz):
             with pytest.raises(TraceFormatError) as also:
                 read(path, False)
             assert str(also.value) == str(refused)
+

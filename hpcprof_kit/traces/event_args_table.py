@@ -1,10 +1,10 @@
 """The event arguments the rules need (copy sizes, collective sizes, input shapes, launch
 shapes), read back from the trace files a trace table came from.
 
-The trace table keeps no event arguments: keeping them would cost every ``load`` time and
-memory for the few rules that read them. This module reads, from each file named in
-``df.attrs["ranks"]``, only the events that carry one of the arguments asked for (streamed
-piece by piece, never the whole JSON; each file once per version), and matches them to the
+The trace table keeps no event arguments but the few the rules read (:mod:`.kept_args`):
+keeping them all would cost every ``load`` time and memory. This module reads, from each file
+named in ``df.attrs["ranks"]``, only the events that carry one of the arguments asked for
+(streamed piece by piece, never the whole JSON; each file once per version), and matches them to the
 table's rows by rank, schedule cycle, thread, name and time, as ``memory_events`` does for
 the ``[memory]`` events. What a real Kineto trace writes::
 

@@ -45,12 +45,17 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     stream: Scalar = -1
     sycl_queue: Scalar = msgspec.field(default=-1, name="sycl queue")
     name: Scalar = None  # process_name / thread_name metadata
-    # the argument keys the rules read (ARG_KEYS): only whether each is there (Raw: not decoded)
+    # the argument keys the rules read (ARG_KEYS), and the values they read (kept_args.py),
+    # as their JSON text (Raw: not decoded here)
     bytes: msgspec.Raw = msgspec.Raw(b"")
     size: msgspec.Raw = msgspec.Raw(b"")
     collective: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Collective name")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     grid: msgspec.Raw = msgspec.Raw(b"")
+    in_elems: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="In msg nelems")
+    dtype: msgspec.Raw = msgspec.Raw(b"")
+    group_size: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Group size")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
 
 
 _NO_ARGS = _Args()
@@ -60,6 +65,9 @@ ARG_KEYS = ("bytes", "size", "Collective name", "Input Dims", "grid")
 _ARG_KEY_FIELDS = {"bytes": "bytes", "size": "size", "Collective name": "collective",
                    "Input Dims": "input_dims", "grid": "grid"}  # fmt: skip
 _PRESENT = msgspec.Raw(b"1")
+# the values the rules read, kept as their JSON text: the key and its _Args field
+_RULE_FIELDS = {"bytes": "bytes", "Collective name": "collective", "In msg nelems": "in_elems",
+                "dtype": "dtype", "Group size": "group_size", "Input type": "input_types"}  # fmt: skip
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -377,11 +385,23 @@ def loose_events(items: list, exact: bool) -> list:
                 ts=_ts_text(ts) if exact else _number(ts),
                 dur=_number(ev.get("dur")),
                 args=_Args(
-                    **{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()},
-                    **{f: _PRESENT for k, f in _ARG_KEY_FIELDS.items() if k in a},
-                ),
+                    **{k: _scalar(a.get(v, -1)) for k, v in _ARG_KEYS.items()}, **_raw_args(a)
+                ),  # fmt: skip
             )
         )
+    return out
+
+
+def _raw_args(args: dict) -> dict[str, msgspec.Raw]:
+    """The argument keys present (ARG_KEYS) and the values the rules read, as ``_Args``
+    fields."""
+    out = {f: _PRESENT for k, f in _ARG_KEY_FIELDS.items() if k in args}
+    for key, f in _RULE_FIELDS.items():
+        if key in args:
+            try:
+                out[f] = msgspec.Raw(msgspec.json.encode(args[key]))
+            except (TypeError, ValueError, OverflowError):  # not one of the rules' values
+                out[f] = msgspec.Raw(b"null")
     return out
 
 

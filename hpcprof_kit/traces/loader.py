@@ -301,7 +301,7 @@ def _parse(path: Path, comm_patterns: PatternList | None) -> Part:
     meta["events"] = n_events
     if n_events == 0:
         meta["warnings"].append("the trace holds no complete (X) or instant (i) events")
-    return Part({c: columns[c] for c in COLUMNS}, labels, rank, meta)
+    return Part({c: columns[c] for c in COLUMNS}, labels, rank, meta, trace.args)
 
 
 def _as_text(codes: np.ndarray, vocab: list) -> tuple[np.ndarray, list[str]]:

@@ -28,7 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from .kept_args import kept_of, pack, unpack
+
 _META = "__meta__"
+_ARGS = "args."  # the kept event arguments' arrays
 
 
 @dataclass
@@ -39,13 +42,15 @@ class Part:
     labels: dict[str, list[str]]  # category column -> its labels, indexed by code
     rank: int
     meta: dict[str, Any] = field(default_factory=dict)
+    # the event arguments the rules read (kept_args.COLUMNS); None: not kept with the part
+    args: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
     def frame(self) -> Any:
         """This part as a trace table, over the same arrays (no copy)."""
-        return _frame(self.columns, self.labels, {self.rank: self.meta})
+        return _frame(self.columns, self.labels, rank_meta([self]))
 
 
 def join(parts: list[Part]) -> Any:
@@ -68,9 +73,11 @@ def join(parts: list[Part]) -> Any:
 def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
     """Each rank's metadata; a rank in several parts (one per schedule cycle) keeps its first
     part's, with ``cycles`` and ``sources`` listing every part, ``events`` their sum and
-    ``arg_keys`` the argument keys any of them holds (None when one does not say)."""
+    ``arg_keys`` the argument keys any of them holds (None when one does not say); and
+    ``event_args`` the arguments the loader kept of each (:class:`~.kept_args.KeptArgs`)."""
     ranks: dict[int, dict[str, Any]] = {}
-    for p in sorted(parts, key=lambda p: (p.rank, p.meta.get("cycle", 0))):
+    ordered = sorted(parts, key=lambda p: (p.rank, p.meta.get("cycle", 0)))
+    for p in ordered:
         if p.rank not in ranks:
             ranks[p.rank] = dict(p.meta)
             continue
@@ -84,6 +91,10 @@ def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
         meta["warnings"] = [*meta.get("warnings", []), *p.meta.get("warnings", [])]
         keys, more = meta.get("arg_keys"), p.meta.get("arg_keys")
         meta["arg_keys"] = None if keys is None or more is None else sorted({*keys, *more})
+    for rank, meta in ranks.items():
+        kept = kept_of([p for p in ordered if p.rank == rank])
+        if kept is not None:
+            meta["event_args"] = kept
     return ranks
 
 
@@ -140,7 +151,10 @@ def save(fh: Any, part: Part) -> None:
         else:
             arrays[col] = values
             columns.append((col, str(values.dtype)))
-    meta = {"columns": columns, "ranks": {str(part.rank): part.meta}}
+    kept = None if part.args is None else len(part.args["corr"])
+    if kept:  # the kept event arguments: one integer array (text as codes) and the labels
+        arrays[f"{_ARGS}ints"], arrays[f"{_ARGS}labels"] = pack(part.args)
+    meta = {"columns": columns, "ranks": {str(part.rank): part.meta}, "args": kept}
     arrays[_META] = np.array(json.dumps(meta, default=str))
     np.savez(fh, **arrays)
 
@@ -161,8 +175,14 @@ def read(place: Any, *, mapped: bool = False) -> Part:
             columns[col] = z[key] if view is None else view
             if dtype == "category":
                 labels[col] = z[f"{col}.labels"].tolist()
+        kept = meta.get("args")
+        args = (
+            None
+            if kept is None
+            else unpack(*(z[f"{_ARGS}{k}"] for k in ("ints", "labels")) if kept else ())
+        )
     ((rank, rank_meta),) = meta["ranks"].items()
-    return Part(columns, labels, int(rank), rank_meta)
+    return Part(columns, labels, int(rank), rank_meta, args)
 
 
 def _spans(place: Any) -> dict[str, int]:

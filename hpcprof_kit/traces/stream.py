@@ -96,6 +96,8 @@ class ChromeTrace:
     skipped: Skipped = field(default_factory=Skipped)  # events left out, and why
     # the ARG_KEYS that kept events' args hold; None: not known (a scanner built before)
     arg_keys: tuple[str, ...] | None = ()
+    # the arguments the rules read (kept_args.COLUMNS); None: not kept (a scanner built before)
+    args: dict[str, np.ndarray] | None = None
 
 
 def _pieces(path: Path, warn: list[str]):
@@ -166,13 +168,20 @@ class _Reader:
         self.scanner = _scan if os.environ.get("HPCPROF_SCANNER", "on") != "off" else None
         self.scanned = self.decoded = 0  # slices read by the compiled scanner / by msgspec
         self.arg_keys: set[str] | None = set()  # of ARG_KEYS, in kept events' args
+        from .kept_args import ANCHOR_BITS, Collector  # (it reads files with this module)
+
+        self.args = Collector()  # the arguments the rules read, kept as the file is read
+        # the scanner reads them too (one compiled before does not: none are kept then)
+        reads = hasattr(self.scanner, "RULE_ARGS") and ANCHOR_BITS is not None
+        self.rule_args = (self.args.texts, ANCHOR_BITS) if reads else None
 
     def _scan_slice(self, buf: bytearray, start: int, stop: int) -> bool:
         """Read ``buf[start:stop]`` with the compiled scanner; False: it left the slice to
         msgspec (anything outside the plain case, see ``_scan.c``), nothing was added."""
         if self.scanner is None or self.dirty:
             return False
-        got = self.scanner.scan(buf, start, stop, self.cols.raw_keys, self.cols.new_key)
+        rule_args = self.rule_args or ()
+        got = self.scanner.scan(buf, start, stop, self.cols.raw_keys, self.cols.new_key, *rule_args)
         if got is None:
             return False
         items, arrays, meta, exact_needed, *keys = got
@@ -180,6 +189,10 @@ class _Reader:
             self.arg_keys = None
         elif keys[0] and self.arg_keys is not None:
             self.arg_keys.update(k for i, k in enumerate(ARG_KEYS) if keys[0] >> i & 1)
+        if not rule_args:  # a scanner compiled before it read the rules' arguments
+            self.args.lost = True
+        else:
+            self.args.add_scanned(*keys[1], buf)
         self.exact = self.exact or exact_needed
         self.seen += items
         self.scanned += 1
@@ -314,6 +327,7 @@ class _Reader:
         if not kept:
             return
         self._note_arg_keys(kept)
+        self.args.add_decoded(kept)
         skipped = self.cols.add(kept, self.exact)
         if skipped:  # positions in kept -> in events
             where = list(compress(range(len(events)), map(KEPT_PHASES.__contains__, phases)))
@@ -459,4 +473,5 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
         total,
         reader.skipped,
         keys,
+        reader.args.finish(),
     )

@@ -16,8 +16,14 @@
  * (correlation, External id, device, stream, or sycl queue where there is no stream).
  * M events come back as (start, stop) offsets for the reader to decode. The last item says
  * which argument keys the kept rows' args hold at their top level, bit i for ARG_KEYS[i] of
- * events.py ("bytes", "size", "Collective name", "Input Dims", "grid"): the rules' arguments
- * are then looked for again only in the files that hold them.
+ * events.py ("bytes", "size", "Collective name", "Input Dims", "grid").
+ *
+ * Given a dict texts, a sixth item holds the arguments the rules read (kept_args.py), so no
+ * file is read twice: for each kept event whose args hold one of the keys in anchors (bits as
+ * above) and a byte count, a collective's name or input types, a row of RULE columns (ints; -1 where absent), each text as a code in texts
+ * (its raw JSON -> code, shared by a file's slices), and the (row, start, stop) of every such
+ * event holding a value outside the plain case (a size as text, a negative or repeated one, an
+ * escaped name), which the reader decodes itself.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -431,7 +437,76 @@ static int arg_of(const unsigned char *s, Py_ssize_t n)
     return -1;
 }
 
-static int args_object(Cur *c, int64_t ids[5], unsigned *keys)
+/* The arguments the rules read, of one event: whole numbers and texts (raw JSON spans). */
+enum { R_BYTES, R_ELEMS, R_GROUP, N_NUMS };
+enum { T_COLL, T_DTYPE, T_TYPES, N_TEXTS };
+typedef struct {
+    int64_t num[N_NUMS]; /* -1: absent (or null) */
+    Span text[N_TEXTS];  /* s == NULL: absent (or null, for the names) */
+    unsigned seen;       /* which were read: a repeat is odd */
+    int odd;             /* a value outside the plain case: the reader decodes the event */
+} Rule;
+
+/* Which rule argument a key names: 0..2 a number (R_*), 3..5 a text (3 + T_*); -1: none. */
+static int rule_of(const unsigned char *s, Py_ssize_t n)
+{
+    if (IS(s, n, "bytes"))
+        return R_BYTES;
+    if (IS(s, n, "In msg nelems"))
+        return R_ELEMS;
+    if (IS(s, n, "Group size"))
+        return R_GROUP;
+    if (IS(s, n, "Collective name"))
+        return N_NUMS + T_COLL;
+    if (IS(s, n, "dtype"))
+        return N_NUMS + T_DTYPE;
+    if (IS(s, n, "Input type"))
+        return N_NUMS + T_TYPES;
+    return -1;
+}
+
+/* Read one rule argument's value into r; anything but a plain non-negative integer (numbers),
+ * a string without escapes (names) or any value (input types) makes the event odd. */
+static int rule_value(Cur *c, Rule *r, int slot)
+{
+    const unsigned char *from = c->p;
+    Span sp;
+    Num num;
+    int escaped = 0;
+    if (r->seen & (1u << slot))
+        r->odd = 1; /* a repeated key */
+    r->seen |= 1u << slot;
+    if (slot == N_NUMS + T_TYPES) {
+        if (value(c, 1))
+            return FALLBACK;
+        r->text[T_TYPES].s = from;
+        r->text[T_TYPES].n = c->p - from;
+        return 0;
+    }
+    if (c->p < c->end && *c->p == 'n') /* null: absent, as the reader takes it */
+        return literal(c, "null", 4);
+    if (slot < N_NUMS) {
+        if (!number(c, &sp, &num) && !num.neg && !num.frac_s && !num.has_exp &&
+            num.int_digits <= 18) {
+            int64_t v = 0;
+            for (int i = 0; i < num.int_digits; i++)
+                v = v * 10 + (num.int_s[i] - '0');
+            r->num[slot] = v;
+            return 0;
+        }
+    }
+    else if (c->p < c->end && *c->p == '"') {
+        if (string(c, &r->text[slot - N_NUMS], &escaped))
+            return FALLBACK;
+        r->odd |= escaped;
+        return 0;
+    }
+    c->p = from;
+    r->odd = 1;
+    return value(c, 1);
+}
+
+static int args_object(Cur *c, int64_t ids[5], unsigned *keys, Rule *rule)
 {
     unsigned seen = 0;
     int at;
@@ -439,10 +514,11 @@ static int args_object(Cur *c, int64_t ids[5], unsigned *keys)
         ids[i] = -1;
     for (at = open_container(c, '{', '}'); at == 0; at = after_member(c, '}')) {
         Span key;
-        int escaped, which;
+        int escaped, which, slot, bad;
         if (member_key(c, &key, &escaped) || escaped)
             return FALLBACK;
         which = arg_of(key.s + 1, key.n - 2);
+        slot = rule ? rule_of(key.s + 1, key.n - 2) : -1;
         if (which >= K_FIRST) { /* present is all that is noted; a repeat changes nothing */
             *keys |= 1u << (which - K_FIRST);
             which = -1;
@@ -452,7 +528,11 @@ static int args_object(Cur *c, int64_t ids[5], unsigned *keys)
                 return FALLBACK; /* a repeated field */
             seen |= 1u << which;
         }
-        if (which >= 0 && which < A_NAME ? integer(c, &ids[which]) : value(c, 1))
+        if (slot >= 0)
+            bad = rule_value(c, rule, slot);
+        else
+            bad = which >= 0 && which < A_NAME ? integer(c, &ids[which]) : value(c, 1);
+        if (bad)
             return FALLBACK;
     }
     return at == CLOSED ? 0 : FALLBACK;
@@ -462,6 +542,7 @@ typedef struct {
     Span ph, cat, name, pid, tid; /* s == NULL: absent */
     int64_t ts, dur, ids[5];
     unsigned keys; /* argument keys in args (bits, see K_FIRST) */
+    Rule rule;     /* read only when the reader asks for the rules' arguments */
 } Event;
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
@@ -509,13 +590,15 @@ static int scalar(Cur *c, Span *out)
     return 0;
 }
 
-static int event(Cur *c, Event *ev, int *exact_needed)
+static int event(Cur *c, Event *ev, int *exact_needed, int rules)
 {
     unsigned seen = 0;
     int at;
     memset(ev, 0, sizeof(*ev));
     for (int i = 0; i < 5; i++)
         ev->ids[i] = -1;
+    for (int i = 0; i < N_NUMS; i++)
+        ev->rule.num[i] = -1;
     at = open_container(c, '{', '}');
     if (at == CLOSED)
         return FALLBACK; /* {}: the reader counts empty events */
@@ -553,7 +636,7 @@ static int event(Cur *c, Event *ev, int *exact_needed)
             bad = duration_ns(c, &ev->dur);
             break;
         case F_ARGS:
-            bad = args_object(c, ev->ids, &ev->keys);
+            bad = args_object(c, ev->ids, &ev->keys, rules ? &ev->rule : NULL);
             break;
         default:
             bad = value(c, 1);
@@ -625,26 +708,122 @@ static long key_code(const Event *ev, PyObject *raw_keys, PyObject *new_key, cha
     return code;
 }
 
+/* Append (start, stop), the offsets of buf[at:end], to a list; -1 with an error set. */
+static int add_span(PyObject *list, const void *buf, const unsigned char *at,
+                    const unsigned char *end)
+{
+    const unsigned char *base = buf;
+    PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(at - base), (Py_ssize_t)(end - base));
+    int bad = !span || PyList_Append(list, span) < 0;
+    Py_XDECREF(span);
+    return bad ? -1 : 0;
+}
+
+/* The rule columns of scan()'s sixth item, in kept_args.py's RULE order. */
+enum { RC_CORR, RC_EXT, RC_BYTES, RC_ELEMS, RC_GROUP, RC_COLL, RC_DTYPE, RC_TYPES, N_RULE };
+
+/* A text's code in texts (its raw JSON -> code, a new one numbered on); -1 when absent. */
+static int64_t text_code(PyObject *texts, const Span *sp)
+{
+    PyObject *raw, *found;
+    int64_t code;
+    if (!sp->s)
+        return -1;
+    raw = PyBytes_FromStringAndSize((const char *)sp->s, sp->n);
+    if (!raw)
+        return -2;
+    found = PyDict_GetItemWithError(texts, raw);
+    if (found)
+        code = PyLong_AsLongLong(found);
+    else if (PyErr_Occurred())
+        code = -2;
+    else {
+        PyObject *next = PyLong_FromSsize_t(PyDict_Size(texts));
+        code = next && PyDict_SetItem(texts, raw, next) == 0 ? PyDict_Size(texts) - 1 : -2;
+        Py_XDECREF(next);
+    }
+    Py_DECREF(raw);
+    return code == -1 && PyErr_Occurred() ? -2 : code;
+}
+
+/* A row of the rule columns for a kept event holding a byte count, a collective's name or
+ * input types (or an odd value, noted in odd with its span for the reader); -1: an error. */
+static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject *texts,
+                        PyObject *odd, const void *buf, const unsigned char *at,
+                        const unsigned char *end)
+{
+    const Rule *r = &ev->rule;
+    int64_t row[N_RULE];
+    if (!(ev->keys & anchors)) /* the rules look only at events holding one of these keys */
+        return 0;
+    if (!r->odd && r->num[R_BYTES] < 0 && !r->text[T_COLL].s && !r->text[T_TYPES].s)
+        return 0;
+    row[RC_CORR] = ev->ids[A_CORR];
+    row[RC_EXT] = ev->ids[A_EXT];
+    row[RC_BYTES] = r->num[R_BYTES];
+    row[RC_ELEMS] = r->num[R_ELEMS];
+    row[RC_GROUP] = r->num[R_GROUP];
+    for (int t = 0; t < N_TEXTS; t++)
+        if ((row[RC_COLL + t] = text_code(texts, &r->text[t])) == -2)
+            return -1;
+    if (r->odd) {
+        const unsigned char *base = buf;
+        PyObject *note = Py_BuildValue("(nnn)", rcols[0].len, (Py_ssize_t)(at - base),
+                                       (Py_ssize_t)(end - base));
+        int bad = !note || PyList_Append(odd, note) < 0;
+        Py_XDECREF(note);
+        if (bad)
+            return -1;
+    }
+    for (int i = 0; i < N_RULE; i++)
+        if (push(&rcols[i], row[i]) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    return 0;
+}
+
+/* Columns as a tuple of bytes (native int64), for NumPy to read. */
+static PyObject *columns_bytes(const Col *cols, int n)
+{
+    PyObject *out = PyTuple_New(n);
+    if (!out)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)cols[i].v,
+                                                cols[i].len * (Py_ssize_t)sizeof(int64_t));
+        if (!b) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, b);
+    }
+    return out;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t start, stop, items = 0;
-    PyObject *raw_keys, *new_key, *result = NULL, *meta = NULL;
-    Col cols[N_COLS];
+    PyObject *raw_keys, *new_key, *texts = Py_None, *result = NULL, *meta = NULL, *odd = NULL;
+    Col cols[N_COLS], rcols[N_RULE];
     char *scratch = NULL;
     Py_ssize_t scratch_size = 0;
-    int exact_needed = 0, ok = 0;
-    unsigned keys = 0;
+    int exact_needed = 0, ok = 0, rules;
+    unsigned keys = 0, anchors = 0;
     Cur c;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!O", &view, &start, &stop, &PyDict_Type, &raw_keys,
-                          &new_key))
+    if (!PyArg_ParseTuple(args, "y*nnO!O|OI", &view, &start, &stop, &PyDict_Type, &raw_keys,
+                          &new_key, &texts, &anchors))
         return NULL;
     memset(cols, 0, sizeof(cols));
+    memset(rcols, 0, sizeof(rcols));
+    rules = PyDict_Check(texts);
     if (start < 0 || stop > view.len || start >= stop)
         goto fallback;
     meta = PyList_New(0);
-    if (!meta)
+    odd = PyList_New(0);
+    if (!meta || !odd)
         goto error;
     c.p = (const unsigned char *)view.buf + start;
     c.end = (const unsigned char *)view.buf + stop;
@@ -652,19 +831,12 @@ static PyObject *scan(PyObject *self, PyObject *args)
         Event ev;
         const unsigned char *at = c.p;
         char ph;
-        if (event(&c, &ev, &exact_needed))
+        if (event(&c, &ev, &exact_needed, rules))
             goto fallback;
         items++;
         ph = ev.ph.n == 3 ? (char)ev.ph.s[1] : '\0';
-        if (ph == 'M') {
-            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(at - (const unsigned char *)view.buf),
-                                           (Py_ssize_t)(c.p - (const unsigned char *)view.buf));
-            if (!span || PyList_Append(meta, span) < 0) {
-                Py_XDECREF(span);
-                goto error;
-            }
-            Py_DECREF(span);
-        }
+        if (ph == 'M' && add_span(meta, view.buf, at, c.p) < 0)
+            goto error;
         else if (ph == 'X' || ph == 'i' || ph == 'I') {
             long code = key_code(&ev, raw_keys, new_key, &scratch, &scratch_size);
             int64_t row[N_COLS];
@@ -673,6 +845,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
             if (code < 0)
                 goto fallback;
             keys |= ev.keys;
+            if (rules && add_rule_row(rcols, &ev, anchors, texts, odd, view.buf, at, c.p) < 0)
+                goto error;
             row[C_KEY] = code;
             row[C_TS] = ev.ts;
             row[C_DUR] = ev.dur;
@@ -697,20 +871,16 @@ static PyObject *scan(PyObject *self, PyObject *args)
     ok = 1;
 fallback:
     if (ok) {
-        PyObject *arrays = PyTuple_New(N_COLS);
+        PyObject *arrays = columns_bytes(cols, N_COLS);
         if (!arrays)
             goto error;
-        for (int i = 0; i < N_COLS; i++) {
-            PyObject *b = PyBytes_FromStringAndSize((const char *)cols[i].v,
-                                                    cols[i].len * (Py_ssize_t)sizeof(int64_t));
-            if (!b) {
-                Py_DECREF(arrays);
-                goto error;
-            }
-            PyTuple_SET_ITEM(arrays, i, b);
+        PyObject *rule_arrays = rules ? columns_bytes(rcols, N_RULE) : Py_NewRef(Py_None);
+        if (!rule_arrays) {
+            Py_DECREF(arrays);
+            goto error;
         }
-        result = Py_BuildValue("(nNOOI)", items, arrays, meta, exact_needed ? Py_True : Py_False,
-                               keys);
+        result = Py_BuildValue("(nNOOI(NO))", items, arrays, meta,
+                               exact_needed ? Py_True : Py_False, keys, rule_arrays, odd);
     }
     else {
         result = Py_NewRef(Py_None);
@@ -718,16 +888,21 @@ fallback:
 error:
     for (int i = 0; i < N_COLS; i++)
         PyMem_Free(cols[i].v);
+    for (int i = 0; i < N_RULE; i++)
+        PyMem_Free(rcols[i].v);
     PyMem_Free(scratch);
     Py_XDECREF(meta);
+    Py_XDECREF(odd);
     PyBuffer_Release(&view);
     return result;
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, start, stop, raw_keys, new_key) -> (items, columns, meta spans, exact needed,"
-     " argument keys) or None: the trace-table columns of the events in buf[start:stop]."},
+     "scan(buf, start, stop, raw_keys, new_key, texts=None, anchors=0) -> (items, columns,"
+     " meta spans,"
+     " exact needed, argument keys, (rule columns or None, odd rows)) or None: the"
+     " trace-table columns of the events in buf[start:stop]."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
@@ -736,6 +911,13 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
 
 PyMODINIT_FUNC PyInit__scan(void)
 {
+    PyObject *module;
     init_plain();
-    return PyModule_Create(&MODULE);
+    module = PyModule_Create(&MODULE);
+    /* scan() takes texts and returns the rules' arguments (readers check for this) */
+    if (module && PyModule_AddIntConstant(module, "RULE_ARGS", 1) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

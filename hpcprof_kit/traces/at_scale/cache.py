@@ -25,7 +25,7 @@ from hpcprof_kit.traces import parts
 from hpcprof_kit.traces.parts import Part
 
 CACHE_DIR = ".hpcprof-cache"
-FORMAT_VERSION = "4"  # bump when the table or the parser changes meaning
+FORMAT_VERSION = "5"  # bump when the table or the parser changes meaning
 _EDGE = 1024 * 1024
 
 

@@ -1,9 +1,9 @@
-"""The few event arguments the rules read, from the trace files a table came from: copy bytes,
-collective name, message bytes and group size (on the copy and collective kernels, keyed by
-rank and correlation id) and the input types of the ops that launch kernels (keyed by rank and
-External id). The events are found and decoded by :mod:`hpcprof_kit.traces.event_args_files`
-(only those carrying such an argument; each file once per version), the reader
-``traces.event_args`` uses; this module only keys them by the ids the rules join on.
+"""The few event arguments the rules read, of every rank of a table: copy bytes, collective
+name, message bytes and group size (on the copy and collective kernels, keyed by rank and
+correlation id) and the input types of the ops that launch kernels (keyed by rank and External
+id). The loader keeps them as it reads each file (:mod:`hpcprof_kit.traces.kept_args`); a
+file it did not keep them for (an older cache copy, a table built another way) is searched
+here, for the same columns.
 
 >>> import json, tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t-0-of-1.json"
@@ -17,6 +17,9 @@ External id). The events are found and decoded by :mod:`hpcprof_kit.traces.event
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -24,48 +27,32 @@ import numpy as np
 
 from ...errors import TraceFormatError
 from ..event_args_files import KINDS as KEYS_OF
-from ..event_args_files import file_event_args
-from ..event_args_table import DTYPE_BYTES
+from ..event_args_files import _event_objects
 from ..events import ARG_KEYS
+from ..kept_args import COLUMNS, RULE_KINDS, columns_of
 from ..memory_events import rank_files
 
-COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
-KINDS = ("copies", "collectives", "inputs")  # the arguments the rules read
-
-
-def _ids(values: list) -> np.ndarray:
-    return np.array([-1 if v is None else v for v in values], dtype=np.int64)
-
-
-def _types(text: str | None) -> str:
-    """``'["float", "float"]'`` -> ``"float,float"`` ("" when not a list)."""
-    try:
-        types = msgspec.json.decode(text) if text else None
-    except msgspec.DecodeError:
-        return ""
-    return ",".join(str(t) for t in types) if isinstance(types, list) else ""
+KINDS = RULE_KINDS  # the arguments the rules read
 
 
 def file_args(path: str) -> dict[str, np.ndarray]:
     """The kept arguments of one trace file as columns (``COLUMNS``), in file order: the
-    events with a byte count, a collective's name or input types."""
-    got = file_event_args(path, KINDS)
-    keep = [i for i, (b, c, t) in enumerate(zip(got["bytes"], got["collective"],
-            got["input_types"], strict=True)) if b is not None or c is not None or t]  # fmt: skip
-    nbytes = []
-    for i in keep:
-        b, elems = got["bytes"][i], got["msg_elems"][i]
-        if b is None and elems is not None:  # a collective: its elements times their size
-            b = elems * DTYPE_BYTES.get(str(got["dtype"][i]), 4)
-        nbytes.append(b)
-    return {
-        "corr": _ids([got["correlation"][i] for i in keep]),
-        "ext": _ids([got["external_id"][i] for i in keep]),
-        "bytes": _ids(nbytes),
-        "coll": np.array([got["collective"][i] or "" for i in keep], dtype=object),
-        "group": _ids([got["group_size"][i] for i in keep]),
-        "input_type": np.array([_types(got["input_types"][i]) for i in keep], dtype=object),
-    }
+    events with a byte count, a collective's name or input types, searched for in the file
+    (once per version of it)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise TraceFormatError(
+            f"the trace file {path!r} that the table was loaded from cannot be read now "
+            f"({exc.strerror}); event arguments are read from it: load the traces again "
+            "from where they are now (traces.load(path))"
+        ) from None
+    return _file_args(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _file_args(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
+    return columns_of(_event_objects(Path(path), KINDS)[0])
 
 
 def holds_args(rank_meta: dict) -> bool:
@@ -87,19 +74,23 @@ _NOTED = _WANTED.issubset(ARG_KEYS)
 
 def run_args(meta: dict) -> Any:
     """The kept arguments of every rank in ``meta`` (``df.attrs["ranks"]``), with a ``rank``
-    column; None when no file can be read (the table was built in memory, or moved). Files
-    the loader found without any of the argument keys are not searched again."""
-    import os
-
+    column; None when nothing is known of any file (the table was built in memory, or its
+    files moved before the loader kept their arguments). Only the files whose arguments the
+    loader did not keep are searched, and of those only the ones it found any key in."""
     import pandas as pd
 
-    sources = [(int(rank), source, holds_args(m)) for rank, m in (meta or {}).items()
-               for _, source in rank_files(m)]  # fmt: skip
-    searched = iter(_read_each([s for _, s, holds in sources if holds]))
+    sources = []
+    for rank, m in (meta or {}).items():
+        kept = m.get("event_args")
+        for _, source in rank_files(m):
+            cols = kept.get(source) if kept is not None else None
+            sources.append((int(rank), source, cols, cols is None and holds_args(m)))
+    searched = iter(_read_each([s for _, s, _, search in sources if search]))
     frames, read = [], False
-    for rank, source, holds in sources:
+    for rank, source, kept_cols, search in sources:
         # a file without the keys gives no rows, as its search would, if it is still there
-        cols = next(searched) if holds else _NONE if os.path.isfile(source) else None
+        cols = (kept_cols if kept_cols is not None else next(searched) if search
+                else _NONE if os.path.isfile(source) else None)  # fmt: skip
         if cols is None:
             continue
         read = True
@@ -133,14 +124,11 @@ PARALLEL_FROM = 33
 def _read_each(sources: list[str]) -> list[dict[str, np.ndarray] | None]:
     """:func:`_args_or_none` of each file, in order: in this process, or, for many files,
     shared out by size among it and worker processes (one per CPU, as the loader does)."""
-    import os
-
     workers = min(len(sources), os.cpu_count() or 1)
     if workers <= 1 or len(sources) < PARALLEL_FROM:
         return [_args_or_none(s) for s in sources]
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
-    from pathlib import Path
 
     from ..loader import _fork, lanes
 

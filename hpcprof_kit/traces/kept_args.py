@@ -1,0 +1,307 @@
+"""The few event arguments the rules read, kept by the loader in the same pass that reads a
+file: copy bytes, collective name, message bytes and group size, and the input types of ops,
+with the ids the rules join them on (correlation, External id). The compiled scanner reads
+their values as it walks each event's args (texts as codes; an odd value, such as a size
+written as text, it leaves to Python with the event's place), and slices read by msgspec hand
+over their decoded args: so the report reads no trace file a second time. A file the loader
+kept none of (a cache copy of old) is searched for them with :func:`columns_of`.
+
+Each column is one value per event that has a byte count, a collective's name or input
+types, in file order (``COLUMNS``; -1 and "" where the event has none):
+
+>>> cols = columns_of([b'{"ph": "X", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 1,'
+...                    b' "args": {"bytes": 64, "correlation": 5}}',
+...                    b'{"ph": "X", "name": "nccl:all_reduce", "ts": 2, "args": {'
+...                    b'"Collective name": "allreduce", "In msg nelems": 256,'
+...                    b' "dtype": "BFloat16", "Group size": 8, "correlation": 6}}'])
+>>> cols["bytes"].tolist(), cols["coll"].tolist(), cols["group"].tolist()
+([64, 512], ['', 'allreduce'], [-1, 8])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .event_args_files import _DECODE, KINDS, _number
+from .event_args_table import DTYPE_BYTES
+from .events import ARG_KEYS
+from .memory_events import decode_objects
+
+RULE_KINDS = ("copies", "collectives", "inputs")  # the kinds of argument the rules read
+COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
+_ANCHORS = {k.decode() for kind in RULE_KINDS for k in KINDS[kind]}  # the events to look at
+# those keys as the scanner's bits (events.ARG_KEYS); None when it does not note each of them:
+# then it cannot find the events, and the files are searched instead
+ANCHOR_BITS = (sum(1 << i for i, k in enumerate(ARG_KEYS) if k in _ANCHORS)
+               if set(ARG_KEYS) >= _ANCHORS else None)  # fmt: skip
+_KEPT = ("X", "i", "I")
+
+
+class _TypedArgs(msgspec.Struct, gc=False):
+    """The args of the plain case, typed: every id and size an integer, every name text."""
+
+    bytes: int | None = None
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_elems: int | None = msgspec.field(default=None, name="In msg nelems")
+    dtype: str | None = None
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+
+
+class _TypedEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    args: _TypedArgs = msgspec.field(default_factory=_TypedArgs)
+
+
+_TYPED = msgspec.json.Decoder(list[_TypedEvent])
+
+
+def _types(text: bytes) -> str:
+    """``b'["float", "float"]'`` -> ``"float,float"`` ("" when not a list)."""
+    try:
+        types = msgspec.json.decode(text.decode("utf-8", "replace")) if text else None
+    except msgspec.DecodeError:
+        return ""
+    return ",".join(str(t) for t in types) if isinstance(types, list) else ""
+
+
+def _rows(objects: list[bytes]) -> dict[str, list]:
+    """The kept columns of the events among ``objects`` (whole JSON objects), as lists."""
+    if not objects:
+        return {c: [] for c in COLUMNS}
+    try:  # the plain case, in one decode and a few passes over the values
+        events = _TYPED.decode(b"[" + b",".join(objects) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):  # sizes as text, say, or bad JSON
+        return _rows_loose(objects)
+    args = [e.args for e in events if e.ph in _KEPT]
+    raw = [bytes(a.input_types) for a in args]
+    args = [a for a, t in zip(args, raw, strict=True)
+            if a.bytes is not None or a.collective is not None or t]  # fmt: skip
+    seen: dict[bytes, str] = {}
+    return {
+        "corr": [a.correlation for a in args],
+        "ext": [a.external_id for a in args],
+        "bytes": [a.bytes if a.bytes is not None or a.in_elems is None
+                  else a.in_elems * DTYPE_BYTES.get(str(a.dtype), 4) for a in args],
+        "coll": [a.collective or "" for a in args],
+        "group": [a.group_size for a in args],
+        "input_type": [seen[t] if t in seen else seen.setdefault(t, _types(t))
+                       for t in map(bytes, (a.input_types for a in args))],
+    }  # fmt: skip
+
+
+def _rows_loose(objects: list[bytes]) -> dict[str, list]:
+    """:func:`_rows` of any layout the loader reads: values of any JSON type (a size as
+    text, a whole float), events repaired or dropped one by one as the loader does."""
+    out: dict[str, list] = {c: [] for c in COLUMNS}
+    for e in decode_objects(_DECODE, objects):
+        a = e.args
+        b, coll = _number(a.bytes), a.collective if isinstance(a.collective, str) else None
+        types = bytes(a.input_types)
+        if e.ph not in _KEPT or (b is None and coll is None and not types):
+            continue
+        elems = _number(a.in_elems)
+        if b is None and elems is not None:  # a collective: its elements times their size
+            b = elems * DTYPE_BYTES.get(str(a.dtype if isinstance(a.dtype, str) else None), 4)
+        out["corr"].append(_number(a.correlation))
+        out["ext"].append(_number(a.external_id))
+        out["bytes"].append(b)
+        out["coll"].append(coll or "")
+        out["group"].append(_number(a.group_size))
+        out["input_type"].append(_types(types))
+    return out
+
+
+def _ids(values: list) -> np.ndarray:
+    """Whole numbers as int64; None, and any beyond int64, as -1."""
+    try:
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+    except OverflowError:
+        big = 1 << 63
+        return np.array([-1 if v is None or not -big <= v < big else v for v in values],
+                        dtype=np.int64)  # fmt: skip
+
+
+def _arrays(rows: dict[str, list]) -> dict[str, np.ndarray]:
+    return {c: np.array(v, dtype=object) if c in ("coll", "input_type") else _ids(v)
+            for c, v in rows.items()}  # fmt: skip
+
+
+def columns_of(objects: list[bytes]) -> dict[str, np.ndarray]:
+    """The kept columns (``COLUMNS``) of the events among ``objects``, in their order."""
+    return _arrays(_rows(objects))
+
+
+_TEXT = ("coll", "input_type")
+
+
+def pack(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The columns as one int64 array, a row each in ``COLUMNS`` order (text as codes over
+    labels), and the labels: two arrays to store instead of six.
+
+    >>> cols = columns_of([b'{"ph": "X", "args": {"bytes": 8, "Input type": ["float"]}}'])
+    >>> ints, labels = pack(cols)
+    >>> ints.tolist(), labels.tolist()
+    ([[-1], [-1], [8], [0], [-1], [1]], ['', 'float'])
+    >>> {c: v.tolist() for c, v in unpack(ints, labels).items()} == {
+    ...     c: v.tolist() for c, v in cols.items()}
+    True
+    """
+    index: dict[str, int] = {}
+    rows = [[index.setdefault(v, len(index)) for v in cols[c]] if c in _TEXT else cols[c]
+            for c in COLUMNS]  # fmt: skip
+    return np.array(rows, dtype=np.int64).reshape(len(COLUMNS), -1), np.array(list(index), str)
+
+
+def unpack(ints: np.ndarray | None = None, labels: np.ndarray | None = None) -> dict:
+    """:func:`pack` undone; no arrays: no rows."""
+    if ints is None or labels is None:
+        return _arrays({c: [] for c in COLUMNS})
+    text = labels.astype(object)
+    return {c: text[row] if c in _TEXT else row for c, row in zip(COLUMNS, ints, strict=True)}
+
+
+# the scanner's columns of the same events (``_scan.c``): ids and sizes, texts as codes
+SCANNED = ("corr", "ext", "bytes", "elems", "group", "coll", "dtype", "input_type")
+
+
+def _value(raw: Any) -> Any:
+    """A value from its JSON text (None when empty or not JSON)."""
+    try:
+        return msgspec.json.decode(raw) if raw else None
+    except msgspec.DecodeError:
+        return None
+
+
+def _name(raw: bytes) -> str:
+    """A JSON string's text; "" for any other value."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+class Collector:
+    """Gathers one file's kept columns, slice by slice, as the loader reads it: the rows the
+    scanner read (``SCANNED``, each text a code in ``texts``: its raw JSON -> code), and the
+    events of slices read another way, decoded here and coded alike."""
+
+    def __init__(self) -> None:
+        self.texts: dict[bytes, int] = {}
+        self.blocks: list[np.ndarray] = []  # (len(SCANNED), rows) each
+        self.lost = False  # a slice was read by a scanner that does not read the arguments
+
+    def add_scanned(self, arrays: tuple[bytes, ...], odd: list, buf: Any) -> None:
+        """The scanner's rows of one slice; ``odd`` (row, start, stop): events holding a
+        value it leaves to Python (a size as text, an escaped name), decoded here."""
+        block = np.vstack([np.frombuffer(a, dtype=np.int64) for a in arrays])
+        if odd:
+            keep = np.ones(block.shape[1], dtype=bool)
+            for row, start, stop in odd:
+                rows = _rows_loose([bytes(buf[start:stop])])
+                if rows["corr"]:
+                    block[:, row] = self._coded(rows)[:, 0]
+                else:  # not one the rules read, after all
+                    keep[row] = False
+            block = block[:, keep]
+        if block.shape[1]:
+            self.blocks.append(block)
+
+    def add_decoded(self, events: list) -> None:
+        """Events of a slice read another way (msgspec, or the last-resort salvage), with
+        their args as the table decodes them (``events._Args``: each value the rules read
+        as its JSON text)."""
+        rows: dict[str, list] = {c: [] for c in COLUMNS}
+        for e in events:
+            a = e.args
+            if not (a.bytes or a.size or a.collective or a.input_dims):  # no anchor key
+                continue
+            b, coll, types = _number(_value(a.bytes)), _value(a.collective), bytes(a.input_types)
+            coll = coll if isinstance(coll, str) else None
+            if b is None and coll is None and not types:
+                continue
+            elems, dtype = _number(_value(a.in_elems)), _value(a.dtype)
+            if b is None and elems is not None:  # a collective: its elements times their size
+                b = elems * DTYPE_BYTES.get(str(dtype if isinstance(dtype, str) else None), 4)
+            rows["corr"].append(_number(e.args.correlation))
+            rows["ext"].append(_number(e.args.external_id))
+            rows["bytes"].append(b)
+            rows["coll"].append(coll or "")
+            rows["group"].append(_number(_value(a.group_size)))
+            rows["input_type"].append(_types(types))
+        if rows["corr"]:
+            self.blocks.append(self._coded(rows))
+
+    def _code(self, value: Any) -> int:
+        raw = msgspec.json.encode(value)
+        return self.texts.setdefault(raw, len(self.texts))
+
+    def _coded(self, rows: dict[str, list]) -> np.ndarray:
+        """Rows of final values (:func:`_rows`) in the scanner's layout, sizes worked out."""
+        none = [-1] * len(rows["corr"])
+        coll = [self._code(v) if v else -1 for v in rows["coll"]]
+        types = [self._code(v.split(",")) if v else -1 for v in rows["input_type"]]
+        return np.vstack([_ids(rows["corr"]), _ids(rows["ext"]), _ids(rows["bytes"]), none,
+                          _ids(rows["group"]), coll, none, types])  # fmt: skip
+
+    def finish(self) -> dict[str, np.ndarray] | None:
+        if self.lost:
+            return None
+        block = np.hstack(self.blocks) if self.blocks else np.zeros((len(SCANNED), 0), np.int64)
+        corr, ext, nbytes, elems, group, coll, dtype, types = block
+        raws = list(self.texts)  # in code order; code -1 (none) takes the last slot
+        names = np.array([*map(_name, raws), ""], dtype=object)
+        sizes = np.array([DTYPE_BYTES.get(n, 4) for n in names], dtype=np.int64)
+        # a collective's bytes: its elements times their size, where no byte count is given
+        nbytes = np.where((nbytes < 0) & (elems >= 0), elems * sizes[dtype], nbytes)
+        return {"corr": corr, "ext": ext, "bytes": nbytes, "coll": names[coll], "group": group,
+                "input_type": np.array([*map(_types, raws), ""], dtype=object)[types]}  # fmt: skip
+
+
+class KeptArgs:
+    """The kept columns of each file a table was loaded from (source -> columns; a file
+    missing from it was not kept). One object shared by every copy of the table's attrs:
+    pandas deep-copies attrs on most operations, and these columns never change."""
+
+    __slots__ = ("by_file",)
+
+    def __init__(self, by_file: dict[str, dict[str, np.ndarray]]) -> None:
+        self.by_file = by_file
+
+    def __deepcopy__(self, memo: dict) -> KeptArgs:
+        return self
+
+    def __copy__(self) -> KeptArgs:
+        return self
+
+    def __eq__(self, other: object) -> bool:  # the same files and values (two loads, say)
+        if not isinstance(other, KeptArgs):
+            return NotImplemented
+        mine, theirs = self.by_file, other.by_file
+        return mine.keys() == theirs.keys() and all(
+            c.keys() == theirs[f].keys() and all(np.array_equal(v, theirs[f][k]) for k, v in
+            c.items()) for f, c in mine.items())  # fmt: skip
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def get(self, source: str) -> dict[str, np.ndarray] | None:
+        return self.by_file.get(source)
+
+    def __repr__(self) -> str:
+        n = sum(len(c["corr"]) for c in self.by_file.values())
+        return f"<event arguments kept: {n} events from {len(self.by_file)} files>"
+
+
+def kept_of(parts: list[Any]) -> KeptArgs | None:
+    """The kept columns of one rank's parts (:class:`~.parts.Part`), by source file."""
+    by_file = {str(p.meta.get("source")): p.args for p in parts if p.args is not None}
+    return KeptArgs(by_file) if by_file else None
+
+
+__all__ = ["COLUMNS", "RULE_KINDS", "Collector", "KeptArgs", "columns_of", "kept_of"]
