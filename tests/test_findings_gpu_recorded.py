@@ -99,3 +99,32 @@ def test_the_unseen_run_names_the_pageable_copy_and_the_sync():
     assert found["pageable_copy"]["ranks"] == [0, 1]
     assert "aten::item" in found["synchronize_in_step"]["evidence"]["called_from"]
     assert not {"no_tensor_cores", "allocator_churn", "sync_copy", "launch_bound"} & set(found)
+
+
+@pytest.mark.parametrize(("case", "kind"), [("pageable_copy", "pageable_copy"),
+                                            ("no_tensor_cores", "no_tensor_cores")])  # fmt: skip
+def test_the_report_reads_no_trace_file_again(tmp_path, monkeypatch, case, kind):
+    """The loader keeps the arguments the rules read (copy bytes, input types): the report
+    names the same problem, with the same numbers, with every search of the trace files for
+    arguments refused, as it did when it searched them."""
+    from hpcprof_kit.traces import event_args_files
+    from hpcprof_kit.traces.findings import args as fargs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(HERE / case / "traces", cache=False)
+        old = {r: {k: v for k, v in m.items() if k != "event_args"}
+               for r, m in df.attrs["ranks"].items()}  # fmt: skip
+        before = report(df.copy().pipe(lambda d: d.attrs.update(ranks=old) or d)).findings
+
+    def refused(path, *_):
+        raise AssertionError(f"the report searched {path} for arguments")
+
+    monkeypatch.setattr(fargs, "file_args", refused)
+    monkeypatch.setattr(event_args_files, "file_event_args", refused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        after = report(df).findings
+    assert [f["kind"] for f in after] == [f["kind"] for f in before]
+    assert kind in {f["kind"] for f in after}
+    assert json.dumps(after, default=str) == json.dumps(before, default=str)

@@ -170,6 +170,71 @@ def test_the_argument_keys_of_kept_events_are_noted_alike_either_way(tmp_path):
     assert stream.read_chrome(path).arg_keys == ()
 
 
+def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
+    """The arguments the rules read, kept in the same pass: plain values read in C, odd ones
+    (a size as text or a whole float, a negative one, an escaped name, a repeated key) left to
+    Python, and the same columns from msgspec; events without one of the keys the rules look
+    for (``Input type`` alone, a metadata event) give no row."""
+    x = {"ph": "X", "ts": 1, "dur": 1}
+    events = [
+        {
+            **x,
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "args": {"bytes": 4096, "correlation": 7},
+        },
+        {**x, "name": "hipMemcpyWithStream", "args": {"bytes": "2560", "correlation": 8}},
+        {**x, "name": "w", "args": {"bytes": 64.0, "External id": 9}},
+        {**x, "name": "n", "args": {"bytes": -5}},
+        {
+            **x,
+            "name": "nccl:all_reduce",
+            "args": {
+                "Collective name": "all\\u0072educe",  # escaped in the file
+                "In msg nelems": 100,
+                "dtype": "Half",
+                "Group size": 8,
+                "correlation": 10,
+            },
+        },
+        {
+            **x,
+            "name": "nccl:broadcast",
+            "args": {"Collective name": "broadcast", "In msg nelems": 10, "Group size": 2},
+        },
+        {**x, "name": "c", "args": {"Collective name": None, "bytes": None}},
+        {
+            **x,
+            "name": "aten::mm",
+            "args": {
+                "Input Dims": [[2, 2]],
+                "Input type": ["float", "c10::Half"],
+                "External id": 11,
+            },
+        },
+        {**x, "name": "aten::add", "args": {"Input Dims": [], "Input type": None}},
+        {**x, "name": "aten::relu", "args": {"Input type": ["float"]}},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p", "bytes": 3}},
+    ]
+    text = json.dumps({"traceEvents": events}).replace(r"\\u0072", r"\u0072")  # an escape
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    fast, slow = compare(path)
+    assert fast.scanned == 1 and fast.decoded == 0 and slow.scanned == 0
+    kept = stream.read_chrome(path).args
+    assert {c: v.tolist() for c, v in kept.items()} == {
+        "corr": [7, 8, -1, -1, 10, -1, -1, -1],
+        "ext": [-1, -1, 9, -1, -1, -1, 11, -1],
+        "bytes": [4096, 2560, 64, -5, 200, 40, -1, -1],
+        "coll": ["", "", "", "", "allreduce", "broadcast", "", ""],
+        "group": [-1, -1, -1, -1, 8, 2, -1, -1],
+        "input_type": ["", "", "", "", "", "", "float,c10::Half", ""],
+    }
+    # a repeated key: the last value, as msgspec reads it, either way
+    path.write_text(text.replace('"bytes": -5', '"bytes": 1, "bytes": 2'))
+    compare(path)
+    assert stream.read_chrome(path).args["bytes"].tolist()[3] == 2
+
+
 # Random traces: each field's JSON text drawn from what readers meet: mostly what profilers
 # write (read in C), sometimes the odd corner (a slice holding one goes to msgspec).
 _ws = st.sampled_from(["", " ", "\n    ", "\t"])
@@ -279,4 +344,3 @@ def test_random_traces_read_the_same_either_way(tmp_path, items, gz):
             with pytest.raises(TraceFormatError) as also:
                 read(path, False)
             assert str(also.value) == str(refused)
-
