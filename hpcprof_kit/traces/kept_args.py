@@ -20,6 +20,7 @@ types, in file order (``COLUMNS``; -1 and "" where the event has none):
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -38,6 +39,8 @@ _ANCHORS = {k.decode() for kind in RULE_KINDS for k in KINDS[kind]}  # the event
 ANCHOR_BITS = (sum(1 << i for i, k in enumerate(ARG_KEYS) if k in _ANCHORS)
                if set(ARG_KEYS) >= _ANCHORS else None)  # fmt: skip
 _KEPT = ("X", "i", "I")
+_ARGS = attrgetter("args")
+_ANCHOR_FIELDS = ("bytes", "size", "collective", "input_dims")  # those keys' events._Args fields
 
 
 class _TypedArgs(msgspec.Struct, gc=False):
@@ -217,6 +220,9 @@ class Collector:
         """Events of a slice read another way (msgspec, or the last-resort salvage), with
         their args as the table decodes them (``events._Args``: each value the rules read
         as its JSON text)."""
+        args = list(map(_ARGS, events))
+        if not any(any(map(attrgetter(f), args)) for f in _ANCHOR_FIELDS):  # C-level passes
+            return
         rows: dict[str, list] = {c: [] for c in COLUMNS}
         for e in events:
             a = e.args

@@ -86,7 +86,7 @@ def run_args(meta: dict) -> Any:
             cols = kept.get(source) if kept is not None else None
             sources.append((int(rank), source, cols, cols is None and holds_args(m)))
     searched = iter(_read_each([s for _, s, _, search in sources if search]))
-    frames, read = [], False
+    blocks, read = [], False
     for rank, source, kept_cols, search in sources:
         # a file without the keys gives no rows, as its search would, if it is still there
         cols = (kept_cols if kept_cols is not None else next(searched) if search
@@ -94,14 +94,14 @@ def run_args(meta: dict) -> Any:
         if cols is None:
             continue
         read = True
-        if not len(cols["corr"]):
-            continue
-        frame = pd.DataFrame(cols)
-        frame.insert(0, "rank", rank)
-        frames.append(frame)
-    if not frames:  # no file read: None; files without any of the arguments: no rows
+        if len(cols["corr"]):
+            blocks.append((np.full(len(cols["corr"]), rank, dtype=np.int64), cols))
+    if not blocks:  # no file read: None; files without any of the arguments: no rows
         return pd.DataFrame(columns=["rank", *COLUMNS]) if read else None
-    return pd.concat(frames, ignore_index=True)
+    # one frame over the joined columns (a frame per file, then concat, cost 10x more)
+    joined = {"rank": np.concatenate([r for r, _ in blocks])}
+    joined.update({c: np.concatenate([cols[c] for _, cols in blocks]) for c in COLUMNS})
+    return pd.DataFrame(joined)
 
 
 _NONE = {"corr": np.zeros(0, np.int64)}  # a file searched in vain: no rows

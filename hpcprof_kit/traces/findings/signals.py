@@ -197,8 +197,8 @@ def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, in
     if args is None or args.empty:
         return {}
     a = args[(args["corr"] >= 0) & (args["bytes"] >= 0)]
-    return {(int(r), int(c)): (int(b), str(k), int(g)) for r, c, b, k, g in zip(
-        a["rank"], a["corr"], a["bytes"], a["coll"], a["group"], strict=True)}  # fmt: skip
+    cols = (a[c].tolist() for c in ("rank", "corr", "bytes", "coll", "group"))  # Python values
+    return {(r, c): (b, str(k), g) for r, c, b, k, g in zip(*cols, strict=True)}
 
 
 def _d2h_blocked(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
