@@ -203,6 +203,8 @@ class Collector:
     def add_scanned(self, arrays: tuple[bytes, ...], odd: list, buf: Any) -> None:
         """The scanner's rows of one slice; ``odd`` (row, start, stop): events holding a
         value it leaves to Python (a size as text, an escaped name), decoded here."""
+        if not arrays[0]:  # no row: most slices of most files
+            return
         block = np.vstack([np.frombuffer(a, dtype=np.int64) for a in arrays])
         if odd:
             keep = np.ones(block.shape[1], dtype=bool)

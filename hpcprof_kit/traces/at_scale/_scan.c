@@ -722,13 +722,21 @@ static int add_span(PyObject *list, const void *buf, const unsigned char *at,
 /* The rule columns of scan()'s sixth item, in kept_args.py's RULE order. */
 enum { RC_CORR, RC_EXT, RC_BYTES, RC_ELEMS, RC_GROUP, RC_COLL, RC_DTYPE, RC_TYPES, N_RULE };
 
+/* The last text of one column and its code: consecutive events often repeat it. */
+typedef struct {
+    Span text;
+    int64_t code;
+} Last;
+
 /* A text's code in texts (its raw JSON -> code, a new one numbered on); -1 when absent. */
-static int64_t text_code(PyObject *texts, const Span *sp)
+static int64_t text_code(PyObject *texts, const Span *sp, Last *last)
 {
     PyObject *raw, *found;
     int64_t code;
     if (!sp->s)
         return -1;
+    if (last->text.s && last->text.n == sp->n && !memcmp(last->text.s, sp->s, (size_t)sp->n))
+        return last->code;
     raw = PyBytes_FromStringAndSize((const char *)sp->s, sp->n);
     if (!raw)
         return -2;
@@ -743,13 +751,19 @@ static int64_t text_code(PyObject *texts, const Span *sp)
         Py_XDECREF(next);
     }
     Py_DECREF(raw);
-    return code == -1 && PyErr_Occurred() ? -2 : code;
+    if (code == -1 && PyErr_Occurred())
+        return -2;
+    if (code >= 0) {
+        last->text = *sp;
+        last->code = code;
+    }
+    return code;
 }
 
 /* A row of the rule columns for a kept event holding a byte count, a collective's name or
  * input types (or an odd value, noted in odd with its span for the reader); -1: an error. */
 static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject *texts,
-                        PyObject *odd, const void *buf, const unsigned char *at,
+                        Last *last, PyObject *odd, const void *buf, const unsigned char *at,
                         const unsigned char *end)
 {
     const Rule *r = &ev->rule;
@@ -764,7 +778,7 @@ static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject 
     row[RC_ELEMS] = r->num[R_ELEMS];
     row[RC_GROUP] = r->num[R_GROUP];
     for (int t = 0; t < N_TEXTS; t++)
-        if ((row[RC_COLL + t] = text_code(texts, &r->text[t])) == -2)
+        if ((row[RC_COLL + t] = text_code(texts, &r->text[t], &last[t])) == -2)
             return -1;
     if (r->odd) {
         const unsigned char *base = buf;
@@ -807,6 +821,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_ssize_t start, stop, items = 0;
     PyObject *raw_keys, *new_key, *texts = Py_None, *result = NULL, *meta = NULL, *odd = NULL;
     Col cols[N_COLS], rcols[N_RULE];
+    Last last[N_TEXTS];
     char *scratch = NULL;
     Py_ssize_t scratch_size = 0;
     int exact_needed = 0, ok = 0, rules;
@@ -818,6 +833,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         return NULL;
     memset(cols, 0, sizeof(cols));
     memset(rcols, 0, sizeof(rcols));
+    memset(last, 0, sizeof(last));
     rules = PyDict_Check(texts);
     if (start < 0 || stop > view.len || start >= stop)
         goto fallback;
@@ -845,7 +861,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
             if (code < 0)
                 goto fallback;
             keys |= ev.keys;
-            if (rules && add_rule_row(rcols, &ev, anchors, texts, odd, view.buf, at, c.p) < 0)
+            if (rules &&
+                add_rule_row(rcols, &ev, anchors, texts, last, odd, view.buf, at, c.p) < 0)
                 goto error;
             row[C_KEY] = code;
             row[C_TS] = ev.ts;
