@@ -267,29 +267,48 @@ class _Reader:
         return pos
 
     def _consume_window(self, buf: bytearray, start: int, end: int, final: bool) -> int | None:
-        """Decode up to the last event that ends before ``end``; None when there is none."""
+        """Decode up to the last event that ends before ``end``; None when there is none.
+
+        At the end of the file the buffer's last brace may end the last event of an array
+        cut short; in a complete file it closes the top-level object. It is tried only when
+        no event end before it (a brace followed by ``,{`` or ``]``) can be read: in a
+        complete file one of those ends the array, and the trailer after the array is never
+        read as events (which cost a failed scan and two failed decodes of a whole window).
+        """
         attempts = 0
+        deferred = None  # the buffer's last brace, at the end of the file
         while attempts < 8:
             p = buf.rfind(b"}", start, end)
             if p < 0:
-                return None
+                break
             end = p
             after = _AFTER_EVENT.match(buf, p + 1)
-            last = final and _AFTER_LAST.match(buf, p + 1)
-            if not (after or last):
-                continue  # a brace inside an event
+            if not after:
+                if final and deferred is None and _AFTER_LAST.match(buf, p + 1):
+                    deferred = p
+                continue  # a brace inside an event, or the buffer's last one
             attempts += 1
-            if not self._scan_slice(buf, start, p + 1):
-                events = self._decode_slice(buf, start, p + 1)
-                if events is None:
-                    continue
-                self.decoded += 1
-                self._keep(events)
-            if after and buf[after.end() - 1] == 0x5D:  # "]": the array is complete
+            if not self._read_slice(buf, start, p + 1):
+                continue
+            if buf[after.end() - 1] == 0x5D:  # "]": the array is complete
                 self.done = True
                 return after.end()
-            return p + 1 if after else last.end()
+            return p + 1
+        if deferred is not None and self._read_slice(buf, start, deferred + 1):
+            return _AFTER_LAST.match(buf, deferred + 1).end()
         return None
+
+    def _read_slice(self, buf: bytearray, start: int, stop: int) -> bool:
+        """Read the events in ``buf[start:stop]``, in C or else by msgspec; False: they are
+        not whole events (nothing was added)."""
+        if self._scan_slice(buf, start, stop):
+            return True
+        events = self._decode_slice(buf, start, stop)
+        if events is None:
+            return False
+        self.decoded += 1
+        self._keep(events)
+        return True
 
     def salvage(self, buf: bytearray, pos: int) -> bytes | None:
         """Last resort at the end of the file: the rest of traceEvents read by Python's json
