@@ -16,7 +16,6 @@ args object around the key. Only those events are decoded, into the small struct
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -25,9 +24,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ..errors import TraceFormatError
 from .events import Scalar, _exact_ns_many
-from .memory_events import _object_around, decode_objects
+from .memory_events import _object_around, decode_objects, file_version
 from .stream import _pieces
 
 # kind of argument -> the argument keys whose presence marks an event to read
@@ -210,15 +208,7 @@ def _read(path: str, size: int, mtime_ns: int, kinds: tuple[str, ...]) -> dict[s
 def file_event_args(path: str, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, list]:
     """The events of one trace file that carry the ``kinds``' arguments, as columns in file
     order (read once per version of the file and set of kinds)."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise TraceFormatError(
-            f"the trace file {path!r} that the table was loaded from cannot be read now "
-            f"({exc.strerror}); event arguments are read from it: load the traces again "
-            "from where they are now (traces.load(path))"
-        ) from None
-    return _read(os.path.abspath(path), st.st_size, st.st_mtime_ns, tuple(kinds))
+    return _read(*file_version(path, "event arguments are"), tuple(kinds))
 
 
 __all__ = ["KINDS", "READ_COLUMNS", "file_event_args"]

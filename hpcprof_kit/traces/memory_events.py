@@ -196,15 +196,22 @@ def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
 def file_memory_events(path: str) -> dict[str, np.ndarray]:
     """The ``[memory]`` events of one trace file as columns, in file order (read once per
     version of the file: a rewritten file is read again)."""
+    return _read(*file_version(path, "the [memory] events' sizes are"))
+
+
+def file_version(path: str, what: str) -> tuple[str, int, int]:
+    """(absolute path, size, mtime in ns) of a file a trace table was loaded from, the key
+    its readers cache by; a TraceFormatError saying ``what`` is read from it when it cannot
+    be read now."""
     try:
         st = os.stat(path)
     except OSError as exc:
         raise TraceFormatError(
             f"the trace file {path!r} that the table was loaded from cannot be read now "
-            f"({exc.strerror}); the [memory] events' sizes are read from it: load the traces "
-            "again from where they are now (traces.load(path))"
+            f"({exc.strerror}); {what} read from it: load the traces again from where they "
+            "are now (traces.load(path))"
         ) from None
-    return _read(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    return os.path.abspath(path), st.st_size, st.st_mtime_ns
 
 
 def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:

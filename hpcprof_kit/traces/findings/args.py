@@ -30,7 +30,7 @@ from ..event_args_files import KINDS as KEYS_OF
 from ..event_args_files import _event_objects
 from ..events import ARG_KEYS
 from ..kept_args import COLUMNS, RULE_KINDS, columns_of
-from ..memory_events import rank_files
+from ..memory_events import file_version, rank_files
 
 KINDS = RULE_KINDS  # the arguments the rules read
 
@@ -39,15 +39,7 @@ def file_args(path: str) -> dict[str, np.ndarray]:
     """The kept arguments of one trace file as columns (``COLUMNS``), in file order: the
     events with a byte count, a collective's name or input types, searched for in the file
     (once per version of it)."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise TraceFormatError(
-            f"the trace file {path!r} that the table was loaded from cannot be read now "
-            f"({exc.strerror}); event arguments are read from it: load the traces again "
-            "from where they are now (traces.load(path))"
-        ) from None
-    return _file_args(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    return _file_args(*file_version(path, "event arguments are"))
 
 
 @lru_cache(maxsize=32)
