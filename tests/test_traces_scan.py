@@ -172,9 +172,10 @@ def test_the_argument_keys_of_kept_events_are_noted_alike_either_way(tmp_path):
 
 def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
     """The arguments the rules read, kept in the same pass: plain values read in C, odd ones
-    (a size as text or a whole float, a negative one, an escaped name, a repeated key) left to
-    Python, and the same columns from msgspec; events without one of the keys the rules look
-    for (``Input type`` alone, a metadata event) give no row."""
+    (a size as text or a whole float, a negative one, an escaped name, a repeated key, a value
+    of another type, which counts as absent) left to Python, and the same columns from
+    msgspec; events without one of the keys the rules look for (``Input type`` alone, a
+    metadata event) give no row."""
     x = {"ph": "X", "ts": 1, "dur": 1}
     events = [
         {
@@ -213,6 +214,7 @@ def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
         },
         {**x, "name": "aten::add", "args": {"Input Dims": [], "Input type": None}},
         {**x, "name": "aten::relu", "args": {"Input type": ["float"]}},
+        {**x, "name": "odd", "args": {"bytes": True, "Input type": 5, "Group size": "8"}},
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p", "bytes": 3}},
     ]
     text = json.dumps({"traceEvents": events}).replace(r"\\u0072", r"\u0072")  # an escape
@@ -222,12 +224,12 @@ def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
     assert fast.scanned == 1 and fast.decoded == 0 and slow.scanned == 0
     kept = stream.read_chrome(path).args
     assert {c: v.tolist() for c, v in kept.items()} == {
-        "corr": [7, 8, -1, -1, 10, -1, -1, -1],
-        "ext": [-1, -1, 9, -1, -1, -1, 11, -1],
-        "bytes": [4096, 2560, 64, -5, 200, 40, -1, -1],
-        "coll": ["", "", "", "", "allreduce", "broadcast", "", ""],
-        "group": [-1, -1, -1, -1, 8, 2, -1, -1],
-        "input_type": ["", "", "", "", "", "", "float,c10::Half", ""],
+        "corr": [7, 8, -1, -1, 10, -1, -1, -1, -1],
+        "ext": [-1, -1, 9, -1, -1, -1, 11, -1, -1],
+        "bytes": [4096, 2560, 64, -5, 200, 40, -1, -1, -1],
+        "coll": ["", "", "", "", "allreduce", "broadcast", "", "", ""],
+        "group": [-1, -1, -1, -1, 8, 2, -1, -1, 8],
+        "input_type": ["", "", "", "", "", "", "float,c10::Half", "", ""],
     }
     # a repeated key: the last value, as msgspec reads it, either way
     path.write_text(text.replace('"bytes": -5', '"bytes": 1, "bytes": 2'))

@@ -28,7 +28,7 @@ import numpy as np
 
 from .event_args_files import _DECODE, KINDS, _number
 from .event_args_table import DTYPE_BYTES
-from .events import ARG_KEYS
+from .events import _RULE_FIELDS, ARG_KEYS, _decode_any
 from .memory_events import decode_objects
 
 RULE_KINDS = ("copies", "collectives", "inputs")  # the kinds of argument the rules read
@@ -120,6 +120,28 @@ def _rows_loose(objects: list[bytes]) -> dict[str, list]:
     return out
 
 
+def _row(get: Any, typed: bool) -> tuple | None:
+    """One event's values in ``COLUMNS`` order, from ``get(key)`` (an args key's decoded
+    value; None when absent): None when it has no byte count, collective name or input types
+    (``typed``: the key is there, whatever its value). A value of another type than the rule
+    reads (a name that is a number, a size that is true) counts as absent."""
+    b, coll = _number(get("bytes")), get("Collective name")
+    coll = coll if isinstance(coll, str) else None
+    if b is None and coll is None and not typed:
+        return None
+    elems, dtype = _number(get("In msg nelems")), get("dtype")
+    if b is None and elems is not None:  # a collective: its elements times their size
+        b = elems * DTYPE_BYTES.get(str(dtype if isinstance(dtype, str) else None), 4)
+    types = get("Input type")
+    types = ",".join(str(t) for t in types) if isinstance(types, list) else ""
+    return (_number(get("correlation")), _number(get("External id")), b, coll or "",
+            _number(get("Group size")), types)  # fmt: skip
+
+
+def _as_rows(values: list[tuple]) -> dict[str, list]:
+    return {c: list(v) for c, v in zip(COLUMNS, zip(*values, strict=True), strict=True)}
+
+
 def _ids(values: list) -> np.ndarray:
     """Whole numbers as int64; None, and any beyond int64, as -1."""
     try:
@@ -209,11 +231,16 @@ class Collector:
         if odd:
             keep = np.ones(block.shape[1], dtype=bool)
             for row, start, stop in odd:
-                rows = _rows_loose([bytes(buf[start:stop])])
-                if rows["corr"]:
-                    block[:, row] = self._coded(rows)[:, 0]
-                else:  # not one the rules read, after all
+                try:  # whole JSON, as the scanner read it (numbers beyond a float: inf)
+                    event = _decode_any(bytes(buf[start:stop]))
+                except msgspec.DecodeError:
+                    event = None
+                args = event.get("args") if isinstance(event, dict) else None
+                values = _row(args.get, "Input type" in args) if isinstance(args, dict) else None
+                if values is None:  # not one the rules read, after all
                     keep[row] = False
+                else:
+                    block[:, row] = self._coded(_as_rows([values]))[:, 0]
             block = block[:, keep]
         if block.shape[1]:
             self.blocks.append(block)
@@ -225,26 +252,17 @@ class Collector:
         args = list(map(_ARGS, events))
         if not any(any(map(attrgetter(f), args)) for f in _ANCHOR_FIELDS):  # C-level passes
             return
-        rows: dict[str, list] = {c: [] for c in COLUMNS}
-        for e in events:
-            a = e.args
+        found = []
+        for a in args:
             if not (a.bytes or a.size or a.collective or a.input_dims):  # no anchor key
                 continue
-            b, coll, types = _number(_value(a.bytes)), _value(a.collective), bytes(a.input_types)
-            coll = coll if isinstance(coll, str) else None
-            if b is None and coll is None and not types:
-                continue
-            elems, dtype = _number(_value(a.in_elems)), _value(a.dtype)
-            if b is None and elems is not None:  # a collective: its elements times their size
-                b = elems * DTYPE_BYTES.get(str(dtype if isinstance(dtype, str) else None), 4)
-            rows["corr"].append(_number(e.args.correlation))
-            rows["ext"].append(_number(e.args.external_id))
-            rows["bytes"].append(b)
-            rows["coll"].append(coll or "")
-            rows["group"].append(_number(_value(a.group_size)))
-            rows["input_type"].append(_types(types))
-        if rows["corr"]:
-            self.blocks.append(self._coded(rows))
+            values = {key: _value(getattr(a, field)) for key, field in _RULE_FIELDS.items()}
+            values.update({"correlation": a.correlation, "External id": a.external_id})
+            row = _row(values.get, bool(a.input_types))
+            if row is not None:
+                found.append(row)
+        if found:
+            self.blocks.append(self._coded(_as_rows(found)))
 
     def _code(self, value: Any) -> int:
         raw = msgspec.json.encode(value)
