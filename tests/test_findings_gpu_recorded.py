@@ -128,3 +128,20 @@ def test_the_report_reads_no_trace_file_again(tmp_path, monkeypatch, case, kind)
     assert [f["kind"] for f in after] == [f["kind"] for f in before]
     assert kind in {f["kind"] for f in after}
     assert json.dumps(after, default=str) == json.dumps(before, default=str)
+
+
+def test_kept_arguments_that_went_through_json_are_searched_for_again():
+    """pandas writes a table's attrs as JSON into a parquet file's metadata: the kept
+    arguments become their summary text there, and the report, given that, searches the
+    trace files for them and names the same problems with the same numbers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(HERE / "pageable_copy" / "traces", cache=False)
+        before = report(df).findings
+        text = json.loads(json.dumps(df.attrs))  # as pandas writes and reads it back
+        back = df.copy()
+        back.attrs = {"ranks": {int(r): m for r, m in text["ranks"].items()}}
+        assert back.attrs["ranks"][0]["event_args"].startswith("event arguments kept: ")
+        after = report(back).findings
+    assert "pageable_copy" in {f["kind"] for f in after}
+    assert json.dumps(after, default=str) == json.dumps(before, default=str)

@@ -290,15 +290,30 @@ class Collector:
                 "input_type": np.array([*map(_types, raws), ""], dtype=object)[types]}  # fmt: skip
 
 
-class KeptArgs:
-    """The kept columns of each file a table was loaded from (source -> columns; a file
-    missing from it was not kept). One object shared by every copy of the table's attrs:
-    pandas deep-copies attrs on most operations, and these columns never change."""
+class KeptArgs(str):
+    """The kept columns of each file a table was loaded from (``by_file``: source ->
+    columns; a file missing from it was not kept).
 
-    __slots__ = ("by_file",)
+    It lives in ``df.attrs``, which pandas deep-copies on most operations and writes as JSON
+    into a parquet file's metadata. So it is one object shared by every copy (the columns
+    never change), and it is a ``str``, its summary, which is what JSON keeps: a table read
+    back from parquet has the text, and its arguments are searched for in its files again.
 
-    def __init__(self, by_file: dict[str, dict[str, np.ndarray]]) -> None:
+    >>> kept = KeptArgs({"t.json": columns_of([])})
+    >>> import copy, json; copy.deepcopy(kept) is kept, json.dumps({"event_args": kept})
+    (True, '{"event_args": "event arguments kept: 0 events from 1 files"}')
+    """
+
+    by_file: dict[str, dict[str, np.ndarray]]
+
+    def __new__(cls, by_file: dict[str, dict[str, np.ndarray]]) -> KeptArgs:
+        n = sum(len(c["corr"]) for c in by_file.values())
+        self = super().__new__(cls, f"event arguments kept: {n} events from {len(by_file)} files")
         self.by_file = by_file
+        return self
+
+    def __reduce__(self) -> tuple:  # pickled with its columns, not as its text
+        return KeptArgs, (self.by_file,)
 
     def __deepcopy__(self, memo: dict) -> KeptArgs:
         return self
@@ -314,14 +329,14 @@ class KeptArgs:
             c.keys() == theirs[f].keys() and all(np.array_equal(v, theirs[f][k]) for k, v in
             c.items()) for f, c in mine.items())  # fmt: skip
 
-    __hash__ = None  # type: ignore[assignment]
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__  # equal ones have the same text
 
     def get(self, source: str) -> dict[str, np.ndarray] | None:
         return self.by_file.get(source)
-
-    def __repr__(self) -> str:
-        n = sum(len(c["corr"]) for c in self.by_file.values())
-        return f"<event arguments kept: {n} events from {len(self.by_file)} files>"
 
 
 def kept_of(parts: list[Any]) -> KeptArgs | None:

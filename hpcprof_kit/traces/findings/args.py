@@ -29,7 +29,7 @@ from ...errors import TraceFormatError
 from ..event_args_files import KINDS as KEYS_OF
 from ..event_args_files import _event_objects
 from ..events import ARG_KEYS
-from ..kept_args import COLUMNS, RULE_KINDS, columns_of
+from ..kept_args import COLUMNS, RULE_KINDS, KeptArgs, columns_of
 from ..memory_events import file_version, rank_files
 
 KINDS = RULE_KINDS  # the arguments the rules read
@@ -73,9 +73,9 @@ def run_args(meta: dict) -> Any:
 
     sources = []
     for rank, m in (meta or {}).items():
-        kept = m.get("event_args")
+        kept = m.get("event_args")  # its text alone after a trip through JSON (parquet)
         for _, source in rank_files(m):
-            cols = kept.get(source) if kept is not None else None
+            cols = kept.get(source) if isinstance(kept, KeptArgs) else None
             sources.append((int(rank), source, cols, cols is None and holds_args(m)))
     searched = iter(_read_each([s for _, s, _, search in sources if search]))
     blocks, read = [], False
