@@ -26,10 +26,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .event_args_files import _DECODE, KINDS, _number
+from .event_args_files import KINDS, _number
 from .event_args_table import DTYPE_BYTES
 from .events import _RULE_FIELDS, ARG_KEYS, _decode_any
-from .memory_events import decode_objects
+from .stream import _clean
 
 RULE_KINDS = ("copies", "collectives", "inputs")  # the kinds of argument the rules read
 COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
@@ -43,27 +43,6 @@ _ARGS = attrgetter("args")
 _ANCHOR_FIELDS = ("bytes", "size", "collective", "input_dims")  # those keys' events._Args fields
 
 
-class _TypedArgs(msgspec.Struct, gc=False):
-    """The args of the plain case, typed: every id and size an integer, every name text."""
-
-    bytes: int | None = None
-    collective: str | None = msgspec.field(default=None, name="Collective name")
-    in_elems: int | None = msgspec.field(default=None, name="In msg nelems")
-    dtype: str | None = None
-    group_size: int | None = msgspec.field(default=None, name="Group size")
-    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
-
-
-class _TypedEvent(msgspec.Struct, gc=False):
-    ph: str = ""
-    args: _TypedArgs = msgspec.field(default_factory=_TypedArgs)
-
-
-_TYPED = msgspec.json.Decoder(list[_TypedEvent])
-
-
 def _types(text: bytes) -> str:
     """``b'["float", "float"]'`` -> ``"float,float"`` ("" when not a list)."""
     try:
@@ -71,53 +50,6 @@ def _types(text: bytes) -> str:
     except msgspec.DecodeError:
         return ""
     return ",".join(str(t) for t in types) if isinstance(types, list) else ""
-
-
-def _rows(objects: list[bytes]) -> dict[str, list]:
-    """The kept columns of the events among ``objects`` (whole JSON objects), as lists."""
-    if not objects:
-        return {c: [] for c in COLUMNS}
-    try:  # the plain case, in one decode and a few passes over the values
-        events = _TYPED.decode(b"[" + b",".join(objects) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):  # sizes as text, say, or bad JSON
-        return _rows_loose(objects)
-    args = [e.args for e in events if e.ph in _KEPT]
-    raw = [bytes(a.input_types) for a in args]
-    args = [a for a, t in zip(args, raw, strict=True)
-            if a.bytes is not None or a.collective is not None or t]  # fmt: skip
-    seen: dict[bytes, str] = {}
-    return {
-        "corr": [a.correlation for a in args],
-        "ext": [a.external_id for a in args],
-        "bytes": [a.bytes if a.bytes is not None or a.in_elems is None
-                  else a.in_elems * DTYPE_BYTES.get(str(a.dtype), 4) for a in args],
-        "coll": [a.collective or "" for a in args],
-        "group": [a.group_size for a in args],
-        "input_type": [seen[t] if t in seen else seen.setdefault(t, _types(t))
-                       for t in map(bytes, (a.input_types for a in args))],
-    }  # fmt: skip
-
-
-def _rows_loose(objects: list[bytes]) -> dict[str, list]:
-    """:func:`_rows` of any layout the loader reads: values of any JSON type (a size as
-    text, a whole float), events repaired or dropped one by one as the loader does."""
-    out: dict[str, list] = {c: [] for c in COLUMNS}
-    for e in decode_objects(_DECODE, objects):
-        a = e.args
-        b, coll = _number(a.bytes), a.collective if isinstance(a.collective, str) else None
-        types = bytes(a.input_types)
-        if e.ph not in _KEPT or (b is None and coll is None and not types):
-            continue
-        elems = _number(a.in_elems)
-        if b is None and elems is not None:  # a collective: its elements times their size
-            b = elems * DTYPE_BYTES.get(str(a.dtype if isinstance(a.dtype, str) else None), 4)
-        out["corr"].append(_number(a.correlation))
-        out["ext"].append(_number(a.external_id))
-        out["bytes"].append(b)
-        out["coll"].append(coll or "")
-        out["group"].append(_number(a.group_size))
-        out["input_type"].append(_types(types))
-    return out
 
 
 def _row(get: Any, typed: bool) -> tuple | None:
@@ -138,8 +70,26 @@ def _row(get: Any, typed: bool) -> tuple | None:
             _number(get("Group size")), types)  # fmt: skip
 
 
+def _event_row(text: bytes) -> tuple | None:
+    """:func:`_row` of one event's JSON text (repaired as the loader repairs it); None when
+    it is no kept event holding one of the keys the rules look for in its args."""
+    for candidate in (text, _clean(text)):
+        try:
+            event = _decode_any(candidate)
+            break
+        except msgspec.DecodeError:
+            continue
+    else:
+        return None
+    args = event.get("args") if isinstance(event, dict) else None
+    if not isinstance(args, dict) or event.get("ph") not in _KEPT or not _ANCHORS & args.keys():
+        return None
+    return _row(args.get, "Input type" in args)
+
+
 def _as_rows(values: list[tuple]) -> dict[str, list]:
-    return {c: list(v) for c, v in zip(COLUMNS, zip(*values, strict=True), strict=True)}
+    columns = zip(*values, strict=True) if values else ([] for _ in COLUMNS)
+    return {c: list(v) for c, v in zip(COLUMNS, columns, strict=True)}
 
 
 def _ids(values: list) -> np.ndarray:
@@ -158,8 +108,9 @@ def _arrays(rows: dict[str, list]) -> dict[str, np.ndarray]:
 
 
 def columns_of(objects: list[bytes]) -> dict[str, np.ndarray]:
-    """The kept columns (``COLUMNS``) of the events among ``objects``, in their order."""
-    return _arrays(_rows(objects))
+    """The kept columns (``COLUMNS``) of the events among ``objects`` (JSON texts found in a
+    file by the keys), in their order: the same values the loader keeps."""
+    return _arrays(_as_rows([row for row in map(_event_row, objects) if row is not None]))
 
 
 _TEXT = ("coll", "input_type")
@@ -231,12 +182,7 @@ class Collector:
         if odd:
             keep = np.ones(block.shape[1], dtype=bool)
             for row, start, stop in odd:
-                try:  # whole JSON, as the scanner read it (numbers beyond a float: inf)
-                    event = _decode_any(bytes(buf[start:stop]))
-                except msgspec.DecodeError:
-                    event = None
-                args = event.get("args") if isinstance(event, dict) else None
-                values = _row(args.get, "Input type" in args) if isinstance(args, dict) else None
+                values = _event_row(bytes(buf[start:stop]))
                 if values is None:  # not one the rules read, after all
                     keep[row] = False
                 else:
@@ -269,7 +215,7 @@ class Collector:
         return self.texts.setdefault(raw, len(self.texts))
 
     def _coded(self, rows: dict[str, list]) -> np.ndarray:
-        """Rows of final values (:func:`_rows`) in the scanner's layout, sizes worked out."""
+        """Rows of final values (:func:`_row`) in the scanner's layout, sizes worked out."""
         none = [-1] * len(rows["corr"])
         coll = [self._code(v) if v else -1 for v in rows["coll"]]
         types = [self._code(v.split(",")) if v else -1 for v in rows["input_type"]]
