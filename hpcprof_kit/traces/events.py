@@ -396,12 +396,8 @@ def _raw_args(args: dict) -> dict[str, msgspec.Raw]:
     """The argument keys present (ARG_KEYS) and the values the rules read, as ``_Args``
     fields."""
     out = {f: _PRESENT for k, f in _ARG_KEY_FIELDS.items() if k in args}
-    for key, f in _RULE_FIELDS.items():
-        if key in args:
-            try:
-                out[f] = msgspec.Raw(msgspec.json.encode(args[key]))
-            except (TypeError, ValueError, OverflowError):  # not one of the rules' values
-                out[f] = msgspec.Raw(b"null")
+    out.update({f: msgspec.Raw(msgspec.json.encode(args[k])) for k, f in _RULE_FIELDS.items()
+                if k in args})  # fmt: skip
     return out
 
 

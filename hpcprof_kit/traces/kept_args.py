@@ -33,22 +33,20 @@ from .stream import _clean
 
 RULE_KINDS = ("copies", "collectives", "inputs")  # the kinds of argument the rules read
 COLUMNS = ("corr", "ext", "bytes", "coll", "group", "input_type")
-_ANCHORS = {k.decode() for kind in RULE_KINDS for k in KINDS[kind]}  # the events to look at
+# the keys that mark an event the rules look at, in its args
+ANCHORS = frozenset(k.decode() for kind in RULE_KINDS for k in KINDS[kind])
 # those keys as the scanner's bits (events.ARG_KEYS); None when it does not note each of them:
 # then it cannot find the events, and the files are searched instead
-ANCHOR_BITS = (sum(1 << i for i, k in enumerate(ARG_KEYS) if k in _ANCHORS)
-               if set(ARG_KEYS) >= _ANCHORS else None)  # fmt: skip
+ANCHOR_BITS = (sum(1 << i for i, k in enumerate(ARG_KEYS) if k in ANCHORS)
+               if set(ARG_KEYS) >= ANCHORS else None)  # fmt: skip
 _KEPT = ("X", "i", "I")
 _ARGS = attrgetter("args")
 _ANCHOR_FIELDS = ("bytes", "size", "collective", "input_dims")  # those keys' events._Args fields
+_ANCHORED = attrgetter(*_ANCHOR_FIELDS)
 
 
-def _types(text: bytes) -> str:
-    """``b'["float", "float"]'`` -> ``"float,float"`` ("" when not a list)."""
-    try:
-        types = msgspec.json.decode(text.decode("utf-8", "replace")) if text else None
-    except msgspec.DecodeError:
-        return ""
+def _joined(types: Any) -> str:
+    """``["float", "float"]`` -> ``"float,float"`` ("" when not a list)."""
     return ",".join(str(t) for t in types) if isinstance(types, list) else ""
 
 
@@ -64,8 +62,7 @@ def _row(get: Any, typed: bool) -> tuple | None:
     elems, dtype = _number(get("In msg nelems")), get("dtype")
     if b is None and elems is not None:  # a collective: its elements times their size
         b = elems * DTYPE_BYTES.get(str(dtype if isinstance(dtype, str) else None), 4)
-    types = get("Input type")
-    types = ",".join(str(t) for t in types) if isinstance(types, list) else ""
+    types = _joined(get("Input type"))
     return (_number(get("correlation")), _number(get("External id")), b, coll or "",
             _number(get("Group size")), types)  # fmt: skip
 
@@ -82,7 +79,7 @@ def _event_row(text: bytes) -> tuple | None:
     else:
         return None
     args = event.get("args") if isinstance(event, dict) else None
-    if not isinstance(args, dict) or event.get("ph") not in _KEPT or not _ANCHORS & args.keys():
+    if not isinstance(args, dict) or event.get("ph") not in _KEPT or not ANCHORS & args.keys():
         return None
     return _row(args.get, "Input type" in args)
 
@@ -156,10 +153,7 @@ def _value(raw: Any) -> Any:
 
 def _name(raw: bytes) -> str:
     """A JSON string's text; "" for any other value."""
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return ""
+    value = _value(raw)
     return value if isinstance(value, str) else ""
 
 
@@ -200,7 +194,7 @@ class Collector:
             return
         found = []
         for a in args:
-            if not (a.bytes or a.size or a.collective or a.input_dims):  # no anchor key
+            if not any(_ANCHORED(a)):  # no anchor key
                 continue
             values = {key: _value(getattr(a, field)) for key, field in _RULE_FIELDS.items()}
             values.update({"correlation": a.correlation, "External id": a.external_id})
@@ -233,7 +227,7 @@ class Collector:
         # a collective's bytes: its elements times their size, where no byte count is given
         nbytes = np.where((nbytes < 0) & (elems >= 0), elems * sizes[dtype], nbytes)
         return {"corr": corr, "ext": ext, "bytes": nbytes, "coll": names[coll], "group": group,
-                "input_type": np.array([*map(_types, raws), ""], dtype=object)[types]}  # fmt: skip
+                "input_type": np.array([*(_joined(_value(r)) for r in raws), ""], dtype=object)[types]}  # fmt: skip
 
 
 class KeptArgs(str):

@@ -91,8 +91,11 @@ def rank_meta(parts: list[Part]) -> dict[int, dict[str, Any]]:
         meta["warnings"] = [*meta.get("warnings", []), *p.meta.get("warnings", [])]
         keys, more = meta.get("arg_keys"), p.meta.get("arg_keys")
         meta["arg_keys"] = None if keys is None or more is None else sorted({*keys, *more})
+    by_rank: dict[int, list[Part]] = {}
+    for p in ordered:
+        by_rank.setdefault(p.rank, []).append(p)
     for rank, meta in ranks.items():
-        kept = kept_of([p for p in ordered if p.rank == rank])
+        kept = kept_of(by_rank[rank])
         if kept is not None:
             meta["event_args"] = kept
     return ranks
@@ -175,12 +178,10 @@ def read(place: Any, *, mapped: bool = False) -> Part:
             columns[col] = z[key] if view is None else view
             if dtype == "category":
                 labels[col] = z[f"{col}.labels"].tolist()
-        kept = meta.get("args")
-        args = (
-            None
-            if kept is None
-            else unpack(*(z[f"{_ARGS}{k}"] for k in ("ints", "labels")) if kept else ())
-        )
+        kept = meta.get("args")  # the rows kept; None: not kept
+        args = None
+        if kept is not None:
+            args = unpack(z[f"{_ARGS}ints"], z[f"{_ARGS}labels"]) if kept else unpack()
     ((rank, rank_meta),) = meta["ranks"].items()
     return Part(columns, labels, int(rank), rank_meta, args)
 

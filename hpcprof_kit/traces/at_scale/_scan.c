@@ -20,8 +20,9 @@
  *
  * Given a dict texts, a sixth item holds the arguments the rules read (kept_args.py), so no
  * file is read twice: for each kept event whose args hold one of the keys in anchors (bits as
- * above) and a byte count, a collective's name or input types, a row of RULE columns (ints; -1 where absent), each text as a code in texts
- * (its raw JSON -> code, shared by a file's slices), and the (row, start, stop) of every such
+ * above) and a byte count, a collective's name or input types, a row of rule columns (ints;
+ * -1 where absent; kept_args.SCANNED), each text a code in texts (its raw JSON -> code, shared
+ * by a file's slices), and the (row, start, stop) of every such
  * event holding a value outside the plain case (a size as text, a negative or repeated one, an
  * escaped name), which the reader decodes itself.
  */
@@ -719,7 +720,7 @@ static int add_span(PyObject *list, const void *buf, const unsigned char *at,
     return bad ? -1 : 0;
 }
 
-/* The rule columns of scan()'s sixth item, in kept_args.py's RULE order. */
+/* The rule columns of scan()'s sixth item, in kept_args.SCANNED order. */
 enum { RC_CORR, RC_EXT, RC_BYTES, RC_ELEMS, RC_GROUP, RC_COLL, RC_DTYPE, RC_TYPES, N_RULE };
 
 /* The last text of one column and its code: consecutive events often repeat it. */
@@ -917,8 +918,7 @@ error:
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, start, stop, raw_keys, new_key, texts=None, anchors=0) -> (items, columns,"
-     " meta spans,"
-     " exact needed, argument keys, (rule columns or None, odd rows)) or None: the"
+     " meta spans, exact needed, argument keys, (rule columns or None, odd rows)) or None: the"
      " trace-table columns of the events in buf[start:stop]."},
     {NULL, NULL, 0, NULL}};
 

@@ -26,13 +26,9 @@ import msgspec
 import numpy as np
 
 from ...errors import TraceFormatError
-from ..event_args_files import KINDS as KEYS_OF
 from ..event_args_files import _event_objects
-from ..events import ARG_KEYS
-from ..kept_args import COLUMNS, RULE_KINDS, KeptArgs, columns_of
+from ..kept_args import ANCHOR_BITS, ANCHORS, COLUMNS, RULE_KINDS, KeptArgs, columns_of
 from ..memory_events import file_version, rank_files
-
-KINDS = RULE_KINDS  # the arguments the rules read
 
 
 def file_args(path: str) -> dict[str, np.ndarray]:
@@ -44,7 +40,7 @@ def file_args(path: str) -> dict[str, np.ndarray]:
 
 @lru_cache(maxsize=32)
 def _file_args(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
-    return columns_of(_event_objects(Path(path), KINDS)[0])
+    return columns_of(_event_objects(Path(path), RULE_KINDS)[0])
 
 
 def holds_args(rank_meta: dict) -> bool:
@@ -55,13 +51,9 @@ def holds_args(rank_meta: dict) -> bool:
     (False, True, True)
     """
     keys = rank_meta.get("arg_keys")
-    return keys is None or not _NOTED or not _WANTED.isdisjoint(keys)
-
-
-_WANTED = frozenset(k.decode() for kind in KINDS for k in KEYS_OF[kind])
-# a key the rules read that the loader does not note (events.ARG_KEYS, the scanner's bits) could
-# be in any file: then every file is searched, as before the loader noted keys
-_NOTED = _WANTED.issubset(ARG_KEYS)
+    # a key the rules read that the loader does not note (events.ARG_KEYS, the scanner's bits)
+    # could be in any file (no ANCHOR_BITS): then every file is searched
+    return keys is None or ANCHOR_BITS is None or not ANCHORS.isdisjoint(keys)
 
 
 def run_args(meta: dict) -> Any:
