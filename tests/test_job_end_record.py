@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -24,9 +25,7 @@ def trap_block() -> str:
     """The record-keeping lines of a rendered job script, as every script has them."""
     text = JobSpec(system="local", example="train").render()
     start = text.index('hpcprof_signal=""')
-    end = text.index("trap 'hpcprof_signal=1; exit 129' HUP") + len(
-        "trap 'hpcprof_signal=1; exit 129' HUP"
-    )
+    end = re.compile(r"^trap .+ HUP$", re.M).search(text, start).end()
     return "set -eo pipefail\n" + text[start:end] + "\n"
 
 
@@ -74,3 +73,22 @@ def test_a_second_sigterm_while_the_record_is_written_does_not_lose_it(tmp_path:
     finally:
         shell.kill()
     assert json.loads(data)["exit_code"] == 0
+
+
+def test_a_sigterm_as_the_exit_trap_begins_does_not_lose_the_record(tmp_path: Path):
+    """Seen on Slurm at the walltime: the step's task died first and srun ended on 143, so the
+    script's EXIT trap began; the batch shell's own SIGTERM came before the trap wrote a word,
+    and the TERM trap's exit ended the shell with no record (a signal timed at random after
+    the command's end hits that window about once in a hundred runs here). This EXIT trap
+    sends the signal itself, as its first command: the window, every time."""
+    block = trap_block()
+    exit_trap = re.search(r"^trap '?(.+?)'? EXIT$", block, re.M)
+    assert exit_trap, "the script sets no EXIT trap"
+    block = block.replace(exit_trap[0], f"trap 'kill -TERM $$; {exit_trap[1]}' EXIT")
+    script = tmp_path / "job.sh"
+    script.write_text(block + "bash -c 'exit 143'\n")
+    done = subprocess.run(["bash", str(script)], cwd=tmp_path, timeout=30, check=False)
+    assert done.returncode == 143
+    record = read_job_end(tmp_path)
+    assert record is not None, "the shell ended with no job_end.json"
+    assert (record.exit_code, record.signal) == (143, 15)

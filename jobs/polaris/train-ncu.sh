@@ -21,7 +21,7 @@ mkdir -p traces tables timings
 # run directory, whatever started it; a cancel or the walltime's SIGTERM is named as a signal.
 hpcprof_signal=""
 hpcprof_job_end() {
-    local rc=$? sig=null now
+    local rc=$1 sig=null now
     trap '' TERM INT HUP  # a second signal (a launcher forwarding one) must not cut it short
     # the trap's signal; else the one the exit code names (the scheduler's SIGTERM can reach
     # the command before this shell, which then ends on the command's 128+N before its trap)
@@ -36,10 +36,18 @@ hpcprof_job_end() {
     printf '{"exit_code": %d, "signal": %s, "ended_at": "%s"}\n' "$rc" "$sig" \
         "${now:0:22}:${now:22}" >job_end.json
 }
-trap hpcprof_job_end EXIT
-trap 'hpcprof_signal=15; exit 143' TERM
-trap 'hpcprof_signal=2; exit 130' INT
-trap 'hpcprof_signal=1; exit 129' HUP
+# A signal's trap writes the record before it exits: it can interrupt the EXIT trap before
+# that wrote a word (the command ended on the scheduler's 128+N first), and an exit from
+# inside the EXIT trap does not run it again.
+hpcprof_on_signal() {
+    hpcprof_signal=$1
+    hpcprof_job_end $((128 + $1))
+    exit $((128 + $1))
+}
+trap 'hpcprof_job_end $?' EXIT
+trap 'hpcprof_on_signal 15' TERM
+trap 'hpcprof_on_signal 2' INT
+trap 'hpcprof_on_signal 1' HUP
 
 # Site environment
 module use /soft/modulefiles
