@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import random
 import re
@@ -59,10 +60,8 @@ def one_run(folder: Path, script: Path, delay_s: float) -> str:
     until = time.perf_counter() + delay_s
     while time.perf_counter() < until:
         pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         shell.send_signal(signal.SIGTERM)
-    except ProcessLookupError:
-        pass
     shell.wait(timeout=30)
     record = read_job_end(folder)
     if record is None:
