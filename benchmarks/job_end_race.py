@@ -80,7 +80,7 @@ def main() -> None:
     lost_at: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "job.sh"
-        script.write_text(trap_lines() + "bash -c 'read -r _ < \"$0\"; exit 143' \"$1\"\n")
+        script.write_text(trap_lines() + 'bash -c \'read -r _ < "$0"; exit 143\' "$1"\n')
         start = time.monotonic()
         for i in range(args.runs):
             folder = Path(tmp) / f"run{i}"
