@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# The kit of the checkout this script is in (its MPI workers too), not an installed one: a base
+# commit's copy measures the base's code.
+sys.path.insert(0, str(HERE.parent))
 ANALYSIS_MODULES = (
     "pandas",
     "matplotlib.pyplot",
