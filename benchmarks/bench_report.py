@@ -9,7 +9,10 @@ less), with the machine's load average.
 
 The rank files carry the arguments a real CUDA run writes with ``record_shapes=True`` (copy
 bytes, collective sizes, input types, launch shapes: ``make_synthetic_trace.py --args``), as
-the rules read some of them; ``--bare`` writes the ids alone, as every figure before did.
+the rules read some of them, and the ``[memory]`` events of ``profile_memory=True`` (``--memory``
+there), which the kit and the guides record by default and the memory pane and the allocator
+rule read; ``--bare`` writes the ids alone, and ``--no-memory`` no ``[memory]`` events, as
+every figure before 2026-11-28 did.
 
     python benchmarks/bench_report.py                      # 64 and 256 ranks of 1 MiB
     python benchmarks/bench_report.py --ranks 16 --mb 0.5  # quicker
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mb", type=float, default=1.0)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--bare", action="store_true", help="rank files without event arguments")
+    p.add_argument("--no-memory", action="store_true", help="rank files without [memory] events")
     args = p.parse_args(argv)
     from hpcprof_kit import traces
 
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
         f"{os.cpu_count()} CPUs; {args.mb} MiB per rank, "
-        f"{'no event arguments' if args.bare else 'with event arguments'}; "
+        f"{'no event arguments' if args.bare else 'with event arguments'}, "
+        f"{'no [memory] events' if args.no_memory else 'with [memory] events'}; "
         f"median (min-max) of {args.repeat}, s"
     )
     print(f"{'ranks':>6} {'events':>10} {'load':>20} {'report':>20} {'ratio':>6} {'html':>7}")
@@ -69,7 +74,9 @@ def main(argv: list[str] | None = None) -> None:
             folder.mkdir()
             for r in range(n):
                 path = folder / f"synthetic-{r}-of-{n}.json"
-                write_trace(path, args.mb, rank=r, world=n, args=not args.bare)
+                write_trace(
+                    path, args.mb, rank=r, world=n, args=not args.bare, memory=not args.no_memory
+                )
             load_t, df = timed(lambda f=folder: traces.load(f, cache=False), args.repeat)
             rep_t, rep = timed(lambda d=df: traces.report(d), args.repeat)
             t0 = time.perf_counter()
