@@ -17,6 +17,8 @@ import pytest
 from hpcprof_kit import traces
 from hpcprof_kit.errors import KitWarning, SpecError, TraceFormatError
 from hpcprof_kit.traces import memory as M
+from hpcprof_kit.traces import stream
+from hpcprof_kit.traces.memory_events import KEPT_PREFIX, file_memory_events
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 MEMORY = FIXTURES / "memory"  # 2 DDP ranks x 2 schedule cycles, recorded by record.py there
@@ -225,20 +227,32 @@ def test_innermost_span_holds_each_event_ends_included():
 
 
 def test_a_trace_file_rewritten_after_loading_is_named(tmp_path):
+    """The loader keeps the [memory] events' args as it reads the file: the timeline is the
+    loaded table's, whatever became of the file. A table that lost them (its attrs went
+    through JSON, as in a parquet file) reads the file again, and names a rewritten or a
+    missing one."""
     src = MEMORY / "traces" / "train-0-of-2.json.gz"
     path = tmp_path / "train-0-of-2.json.gz"
     shutil.copy(src, path)
     df = _load(path)
+    loaded = traces.memory_timeline(df)
+    assert len(loaded) == 87
+    back = df.copy()
+    back.attrs = json.loads(json.dumps(df.attrs, default=str))  # the kept args: their summary
+    back.attrs["ranks"] = {int(r): m for r, m in back.attrs["ranks"].items()}
+    pd.testing.assert_frame_equal(traces.memory_timeline(back), loaded)
     with gzip.open(src, "rt") as fh:
         trace = json.load(fh)
     trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("name") != "[memory]"]
     with gzip.open(path, "wt") as fh:
         json.dump(trace, fh)
+    pd.testing.assert_frame_equal(traces.memory_timeline(df), loaded)
     with pytest.warns(KitWarning, match=r"87 of 87 \[memory\] rows .* load the traces again"):
-        assert traces.memory_timeline(df).empty
+        assert traces.memory_timeline(back).empty
     path.unlink()
+    pd.testing.assert_frame_equal(traces.memory_timeline(df), loaded)
     with pytest.raises(TraceFormatError, match="cannot be read now .* load the traces again"):
-        traces.memory_timeline(df)
+        traces.memory_timeline(back)
 
 
 def test_plot_memory_draws_each_rank_with_the_steps_marked():
@@ -300,3 +314,60 @@ def test_memory_events_in_another_key_order_and_with_nulls(tmp_path):
     assert got["device"].tolist() == [3, 0]
     assert got["device_type"].tolist() == ["cuda", "xpu"]
     assert got["pid"].tolist() == ["1", "1"] and got["tid"].tolist() == ["2", "2"]
+
+
+MEMORY_FILES = sorted(
+    str(p.relative_to(FIXTURES))
+    for p in [*FIXTURES.glob("*/traces/*.json.gz"), *FIXTURES.glob("cuda_h100/*.json.gz"),
+              *FIXTURES.glob("gpu_pathologies/*/traces/*.json.gz"), FIXTURES / "kineto_xpu-1-of-2.json"]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("scanner", ["on", "off"])
+def test_the_loader_keeps_the_memory_events_as_the_file_has_them(monkeypatch, scanner):
+    """Every recorded trace with [memory] events (CPU, H100, the GPU pathologies, XPU): the
+    columns the loader keeps as it reads each file, with the compiled scanner or without,
+    are the ones reading the file again gives."""
+    monkeypatch.setenv("HPCPROF_SCANNER", scanner)
+    assert len(MEMORY_FILES) >= 20
+    for name in MEMORY_FILES:
+        path = str(FIXTURES / name)
+        args = stream.read_chrome(Path(path)).args
+        kept = {c[len(KEPT_PREFIX) :]: v for c, v in args.items() if c.startswith(KEPT_PREFIX)}
+        again = file_memory_events(path)
+        assert kept.keys() == again.keys(), name
+        for col, values in again.items():
+            assert kept[col].dtype == values.dtype, (name, col)
+            np.testing.assert_array_equal(kept[col], values, err_msg=f"{name}: {col}")
+
+
+def test_the_memory_pane_and_the_rules_read_no_trace_file_again(monkeypatch):
+    """The report (its memory pane, the allocator rules) and the memory timeline give the same
+    answers with every read of a trace file for [memory] events refused."""
+    from hpcprof_kit.traces import memory_events
+
+    df = _load(FIXTURES / "gpu_pathologies" / "allocator_churn" / "traces")
+    old = {
+        r: {k: v for k, v in m.items() if k != "event_args"} for r, m in df.attrs["ranks"].items()
+    }
+    searched = df.copy()
+    searched.attrs["ranks"] = old
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = traces.report(searched)
+        timeline = traces.memory_timeline(searched)
+
+    def refused(path, *_):
+        raise AssertionError(f"{path} was read again for its [memory] events")
+
+    monkeypatch.setattr(memory_events, "file_memory_events", refused)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        after = traces.report(df)
+        pd.testing.assert_frame_equal(traces.memory_timeline(df), timeline)
+    assert "allocator_churn" in {f["kind"] for f in after.findings}
+    assert json.dumps(after.findings, default=str) == json.dumps(before.findings, default=str)
+    mine, theirs = after.panes["memory"], before.panes["memory"]
+    assert mine.tables.keys() == theirs.tables.keys() and mine.tables
+    for name, table in mine.tables.items():
+        pd.testing.assert_frame_equal(table, theirs.tables[name])

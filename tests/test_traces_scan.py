@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import stream
+from hpcprof_kit.traces.kept_args import COLUMNS
+from hpcprof_kit.traces.memory_events import KEPT_PREFIX, file_memory_events
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "traces"
@@ -223,7 +225,7 @@ def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
     fast, slow = compare(path)
     assert fast.scanned == 1 and fast.decoded == 0 and slow.scanned == 0
     kept = stream.read_chrome(path).args
-    assert {c: v.tolist() for c, v in kept.items()} == {
+    assert {c: v.tolist() for c, v in kept.items() if c in COLUMNS} == {
         "corr": [7, 8, -1, -1, 10, -1, -1, -1, -1],
         "ext": [-1, -1, 9, -1, -1, -1, 11, -1, -1],
         "bytes": [4096, 2560, 64, -5, 200, 40, -1, -1, -1],
@@ -235,6 +237,65 @@ def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
     path.write_text(text.replace('"bytes": -5', '"bytes": 1, "bytes": 2'))
     compare(path)
     assert stream.read_chrome(path).args["bytes"].tolist()[3] == 2
+
+
+def kept_memory(path: Path) -> dict[str, list]:
+    """The [memory] columns the loader kept of one file, without their prefix."""
+    args = stream.read_chrome(path).args
+    return {c[len(KEPT_PREFIX) :]: v.tolist() for c, v in args.items() if c.startswith(KEPT_PREFIX)}
+
+
+def test_the_memory_events_are_kept_alike_either_way_and_as_the_file_has_them(tmp_path):
+    """The [memory] events' args, kept in the same pass (the scanner hands over each event's
+    place; a slice msgspec reads is searched for them): the same columns either way, and the
+    same as reading the file again gives. Only instant events named [memory] count: not an X
+    event of that name, nor an event whose args merely hold the text."""
+    base = 1_700_000_000_000_000_000
+    mem = {"ph": "i", "s": "t", "name": "[memory]", "pid": 7, "tid": 8}
+    events = [
+        {
+            **mem,
+            "ts": 1.5,
+            "args": {
+                "Total Reserved": 0,
+                "Total Allocated": 64,
+                "Bytes": 64,
+                "Device Id": -1,
+                "Device Type": 0,
+                "Addr": 2**46,
+            },
+        },
+        {
+            **mem,
+            "ts": 2.5,
+            "args": {
+                "Total Allocated": 0,
+                "Bytes": -64,
+                "Device Id": 0,
+                "Device Type": 1,
+                "Addr": 2**46,
+            },
+        },
+        {**mem, "ts": 3.25, "args": {"Bytes": 8.0, "Device Type": 12, "Addr": None}},
+        {**mem, "ph": "X", "ts": 4, "dur": 1, "args": {"Bytes": 5}},
+        {"ph": "X", "name": "log", "ts": 5, "dur": 1, "args": {"text": "[memory]"}},
+        {**mem, "ph": "I", "tid": "main", "ts": 6.125, "args": {"Bytes": 1}},
+    ]
+    text = json.dumps({"baseTimeNanoseconds": base, "traceEvents": events})
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    fast, slow = compare(path)
+    assert fast.scanned == 1 and fast.decoded == 0
+    kept = kept_memory(path)
+    assert kept["ts_ns"] == [base + 1500, base + 2500, base + 3250, base + 6125]
+    assert kept["bytes"] == [64, -64, 8, 1] and kept["device_type"] == ["cpu", "cuda", "xpu", "cpu"]
+    assert kept["tid"] == ["8", "8", "8", "main"] and kept["has_addr"] == [True, True, False, False]
+    file = file_memory_events(str(path))
+    assert kept == {c: v.tolist() for c, v in file.items()}
+    # a slice msgspec reads (a time with an exponent): searched for them, the same
+    path.write_text(text.replace('"ts": 5,', '"ts": 5e0,'))
+    fast, _ = compare(path)
+    assert fast.scanned == 0 and kept_memory(path) == kept
 
 
 # Random traces: each field's JSON text drawn from what readers meet: mostly what profilers
@@ -285,7 +346,8 @@ _id = _either(
 )
 _ARG_NAMES = ["correlation", "External id", "device", "stream", "sycl queue", "name", "cbid",
               "bytes", "size", "Collective name", "Input Dims", "grid", "In msg nelems",
-              "dtype", "Group size", "Input type"]  # fmt: skip
+              "dtype", "Group size", "Input type", "Bytes", "Total Allocated", "Device Type",
+              "Device Id", "Addr"]  # fmt: skip
 _args = _either(
     st.lists(st.tuples(st.sampled_from(_ARG_NAMES), _id), max_size=5, unique_by=lambda a: a[0]),
     st.one_of(
@@ -302,7 +364,7 @@ def _event(draw) -> str:
         fields.append(("ph", draw(_phase)))
     for key, strategy in (
         ("cat", _either(_string, st.sampled_from(["null", "3"]))),
-        ("name", _either(_string, st.just("null"))),
+        ("name", _either(st.one_of(_string, st.just('"[memory]"')), st.just("null"))),
         ("pid", _scalar),
         ("tid", _scalar),
         ("ts", _time),

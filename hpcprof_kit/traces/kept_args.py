@@ -232,7 +232,8 @@ class Collector:
 
 class KeptArgs(str):
     """The kept columns of each file a table was loaded from (``by_file``: source ->
-    columns; a file missing from it was not kept).
+    columns; a file missing from it was not kept), the ``[memory]`` events' beside the rules'
+    under ``mem.`` names (:mod:`~.memory_events`).
 
     It lives in ``df.attrs``, which pandas deep-copies on most operations and writes as JSON
     into a parquet file's metadata. So it is one object shared by every copy (the columns

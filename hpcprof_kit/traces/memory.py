@@ -31,9 +31,10 @@ its size (``Bytes``, negative for a free), the allocator's running totals after 
 0    aten::empty          512            0         512      1
 1  ProfilerStep*            0          512        -512      1
 
-The trace table keeps the ``[memory]`` rows but not their args; their sizes are read back
-from the trace files the table was loaded from (:mod:`hpcprof_kit.traces.memory_events`), so
-those files must still be where ``traces.load`` found them.
+The trace table keeps the ``[memory]`` rows but not their args: the loader keeps those beside
+it as it reads each file (:mod:`hpcprof_kit.traces.memory_events`). A table that lost them (its
+attrs went through JSON, as in a parquet file) has them read back from the trace files it was
+loaded from, which must then still be where ``traces.load`` found them.
 
 GPU memory of a whole run: torch 2.10+ deprecates ``prof.export_memory_timeline(...)`` in
 favour of memory snapshots. Call ``torch.cuda.memory._record_memory_history(max_entries=100000)``

@@ -7,9 +7,12 @@
      "Total Allocated": 16384, "Bytes": 16384, "Device Id": -1, "Device Type": 0, ...}}
 
 The trace table keeps each of them as a row (track ``instant``, name ``[memory]``) but, like
-every other row, not its args. This module reads the ``[memory]`` objects alone from each file
-named in ``df.attrs["ranks"]`` (streamed piece by piece, never the whole JSON) and matches them
-to the table's rows by rank, schedule cycle, thread and time.
+every other row, not its args. The loader keeps their args beside the table, as it reads each
+file (the compiled scanner hands over each event's place, :func:`columns_of_objects` decodes
+them): ``df.attrs["ranks"][r]["event_args"]`` holds them per file under ``mem.`` names. A file
+it kept none of (a cache copy of old, a table whose attrs went through JSON) is read again:
+its ``[memory]`` objects alone (streamed piece by piece, never the whole JSON). Either way
+the events are matched to the table's rows by rank, schedule cycle, thread and time.
 
 >>> import json, tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
@@ -92,6 +95,40 @@ def _object_around(buf: bytes, at: int) -> tuple[int, int] | None:
     return None
 
 
+def _find_objects(buf: bytes, found: list[bytes]) -> int:
+    """Add the text of every whole object naming ``[memory]`` in ``buf`` to ``found``; return
+    where the search ended (before an object cut off at the end of ``buf``)."""
+    done = 0
+    while (at := buf.find(_NAME, done)) >= 0:
+        span = _object_around(buf, at)
+        if span is None:
+            break
+        if span[0] >= 0:
+            found.append(buf[span[0] : span[1]])
+        done = max(span[1], at + len(_NAME))
+    return done
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}]')  # a JSON string (braces in it are text) or a brace
+
+
+def objects_in(text: bytes) -> list[bytes]:
+    """The text of every top-level object in ``text`` (whole events, comma-separated) that
+    names ``[memory]``, found by its braces outside strings (the file's reader above counts
+    every brace: it reads pieces of a file, here the events are whole)."""
+    found, depth, start = [], 0, 0
+    for m in _TOKEN.finditer(text):
+        token = m.group()
+        if token == b"{":
+            depth += 1
+            start = m.start() if depth == 1 else start
+        elif token == b"}" and depth:
+            depth -= 1
+            if depth == 0 and text.find(_NAME, start, m.end()) >= 0:
+                found.append(text[start : m.end()])
+    return found
+
+
 def _memory_objects(path: Path) -> tuple[list[bytes], int | None]:
     """The text of every object naming ``[memory]`` in the file, and ``baseTimeNanoseconds``."""
     found: list[bytes] = []
@@ -99,14 +136,7 @@ def _memory_objects(path: Path) -> tuple[list[bytes], int | None]:
     buf = b""
     for piece in _pieces(path, []):  # a cut-short gzip ends early, as the loader's does
         buf += piece
-        done = 0
-        while (at := buf.find(_NAME, done)) >= 0:
-            span = _object_around(buf, at)
-            if span is None:
-                break
-            if span[0] >= 0:
-                found.append(buf[span[0] : span[1]])
-            done = max(span[1], at + len(_NAME))
+        done = _find_objects(buf, found)
         if base is None and (m := _BASE.search(buf)):
             base = int(m.group(1))
         buf = buf[max(done, len(buf) - _TAIL) :]
@@ -157,7 +187,12 @@ def _texts(values: list[Any]) -> np.ndarray:
 
 @lru_cache(maxsize=16)
 def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
-    objects, base = _memory_objects(Path(path))
+    return columns_of_objects(*_memory_objects(Path(path)))
+
+
+def columns_of_objects(objects: list[bytes], base: Any) -> dict[str, np.ndarray]:
+    """The ``[memory]`` events among ``objects`` (their JSON texts, in file order) as columns;
+    ``base``: the file's ``baseTimeNanoseconds`` (torch >= 2.4 writes ts relative to it)."""
     events = [e for e in _decode(objects) if e.ph in ("i", "I") and e.name == MEMORY_EVENT]
     ts = _exact_ns_many([bytes(e.ts) for e in events]) if events else np.zeros(0, np.int64)
     # torch >= 2.4 writes ts relative to baseTimeNanoseconds; the loader adds it back
@@ -214,6 +249,25 @@ def file_version(path: str, what: str) -> tuple[str, int, int]:
     return os.path.abspath(path), st.st_size, st.st_mtime_ns
 
 
+# the loader's kept [memory] columns, beside the rules' arguments of the same file
+KEPT_PREFIX = "mem."
+
+
+def kept(objects: list[bytes], base: Any) -> dict[str, np.ndarray]:
+    """:func:`columns_of_objects` under the names the loader keeps them by."""
+    return {KEPT_PREFIX + k: v for k, v in columns_of_objects(objects, base).items()}
+
+
+def _kept_columns(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
+    """The ``[memory]`` columns the loader kept of ``source``; None when it kept none (an
+    older cache copy, attrs that went through JSON and hold the summary alone)."""
+    args = rank_meta.get("event_args")
+    cols = args.get(source) if hasattr(args, "by_file") else None
+    if not cols or KEPT_PREFIX + "ts_ns" not in cols:
+        return None
+    return {k[len(KEPT_PREFIX) :]: v for k, v in cols.items() if k.startswith(KEPT_PREFIX)}
+
+
 def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:
     """(cycle, source file) of each file one rank of a trace table was loaded from."""
     sources = meta.get("sources") or [meta.get("source")]
@@ -235,7 +289,7 @@ def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
                 "keeps attrs through filters and sorts, not through every operation)"
             )
         for cycle, source in rank_files(meta):
-            cols = file_memory_events(source)
+            cols = _kept_columns(meta, source) or file_memory_events(source)
             n = len(cols["ts_ns"])
             frame = pd.DataFrame(cols, copy=True)  # the cached arrays stay untouched
             frame.insert(0, "cycle", np.full(n, cycle, dtype=np.int16))

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .kept_args import kept_of, pack, unpack
+from .memory_events import KEPT_PREFIX
 
 _META = "__meta__"
 _ARGS = "args."  # the kept event arguments' arrays
@@ -42,7 +43,8 @@ class Part:
     labels: dict[str, list[str]]  # category column -> its labels, indexed by code
     rank: int
     meta: dict[str, Any] = field(default_factory=dict)
-    # the event arguments the rules read (kept_args.COLUMNS); None: not kept with the part
+    # the event arguments the rules read (kept_args.COLUMNS), and the [memory] events' columns
+    # under memory_events.KEPT_PREFIX names when they were kept too; None: not kept
     args: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -157,7 +159,12 @@ def save(fh: Any, part: Part) -> None:
     kept = None if part.args is None else len(part.args["corr"])
     if kept:  # the kept event arguments: one integer array (text as codes) and the labels
         arrays[f"{_ARGS}ints"], arrays[f"{_ARGS}labels"] = pack(part.args)
-    meta = {"columns": columns, "ranks": {str(part.rank): part.meta}, "args": kept}
+    memory = [c for c in part.args or () if c.startswith(KEPT_PREFIX)]
+    for col in memory:  # the kept [memory] columns as they are (their texts as str arrays)
+        values = part.args[col]
+        arrays[_ARGS + col] = values.astype(str) if values.dtype == object else values
+    meta = {"columns": columns, "ranks": {str(part.rank): part.meta}, "args": kept,
+            "memory": memory or None}  # fmt: skip
     arrays[_META] = np.array(json.dumps(meta, default=str))
     np.savez(fh, **arrays)
 
@@ -182,6 +189,9 @@ def read(place: Any, *, mapped: bool = False) -> Part:
         args = None
         if kept is not None:
             args = unpack(z[f"{_ARGS}ints"], z[f"{_ARGS}labels"]) if kept else unpack()
+            for col in meta.get("memory") or ():
+                values = z[_ARGS + col]
+                args[col] = values.astype(object) if values.dtype.kind == "U" else values
     ((rank, rank_meta),) = meta["ranks"].items()
     return Part(columns, labels, int(rank), rank_meta, args)
 

@@ -77,6 +77,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
 _AFTER_LAST = re.compile(rb"\s*,?\s*$")
 _LEAD = re.compile(rb"[\s,\[]*")
+_MEMORY_NAME = b'"[memory]"'  # memory_events.MEMORY_EVENT as JSON
 _BARE_WORDS = re.compile(rb"(:\s*|\[\s*|,\s*)(?:N/A|NaN|-?Infinity|nan|inf)(?=\s*[,}\]])")
 _CONTROL = bytes.maketrans(bytes(range(32)), b" " * 32)
 
@@ -174,6 +175,11 @@ class _Reader:
         # the scanner reads them too (one compiled before does not: none are kept then)
         reads = hasattr(self.scanner, "RULE_ARGS") and ANCHOR_BITS is not None
         self.rule_args = (self.args.texts, ANCHOR_BITS) if reads else None
+        # the [memory] events' texts, for their args (memory_events.py); None: not all kept
+        # (a slice read by a scanner that does not hand them over, or salvaged)
+        self.memory: list[bytes] | None = []
+        if reads and hasattr(self.scanner, "MEMORY_SPANS"):
+            self.rule_args = (*self.rule_args, True)
 
     def _scan_slice(self, buf: bytearray, start: int, stop: int) -> bool:
         """Read ``buf[start:stop]`` with the compiled scanner; False: it left the slice to
@@ -193,6 +199,10 @@ class _Reader:
             self.args.lost = True
         else:
             self.args.add_scanned(*keys[1], buf)
+        if len(keys) < 3 or len(rule_args) < 3:  # nor the [memory] events' places
+            self.memory = None
+        elif keys[2] and self.memory is not None:
+            self.memory.extend(bytes(buf[s:e]) for s, e in keys[2])
         self.exact = self.exact or exact_needed
         self.seen += items
         self.scanned += 1
@@ -308,6 +318,10 @@ class _Reader:
             return False
         self.decoded += 1
         self._keep(events)
+        if self.memory is not None and buf.find(_MEMORY_NAME, start, stop) >= 0:
+            from .memory_events import objects_in  # (it reads files with this module)
+
+            self.memory.extend(objects_in(bytes(buf[start:stop])))
         return True
 
     def salvage(self, buf: bytearray, pos: int) -> bytes | None:
@@ -323,6 +337,8 @@ class _Reader:
                 self.invalid = f"{exc.msg} at byte {exc.pos - 1} after the last event read"
             return None
         self._keep(loose_events(items, self.exact))
+        if _MEMORY_NAME in text.encode():  # not as the file has it: read again when asked
+            self.memory = None
         self.done = True
         return text[end:].encode()
 
@@ -481,6 +497,11 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
         elif value is not None and m.name == "thread_name":
             threads[(str(m.pid), str(m.tid))] = value
     keys = None if reader.arg_keys is None else tuple(k for k in ARG_KEYS if k in reader.arg_keys)
+    args = reader.args.finish()
+    if args is not None and reader.memory is not None:  # kept beside the rules' arguments
+        from .memory_events import kept  # (it reads files with this module)
+
+        args.update(kept(reader.memory, base))
     return ChromeTrace(
         reader.path,
         header,
@@ -492,5 +513,5 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
         total,
         reader.skipped,
         keys,
-        reader.args.finish(),
+        args,
     )

@@ -25,6 +25,11 @@
  * by a file's slices), and the (row, start, stop) of every such
  * event holding a value outside the plain case (a size as text, a negative or repeated one, an
  * escaped name), which the reader decodes itself.
+ *
+ * Given memory=1 as well, a seventh item lists the (start, stop) of every "[memory]" instant
+ * event (ph i or I, that name as plain text): the allocations and frees of profile_memory=True,
+ * whose args the reader decodes from those spans (memory_events.py), so the memory pane reads
+ * no file a second time either. Without it the list is empty.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -821,16 +826,17 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t start, stop, items = 0;
     PyObject *raw_keys, *new_key, *texts = Py_None, *result = NULL, *meta = NULL, *odd = NULL;
+    PyObject *mem = NULL;
     Col cols[N_COLS], rcols[N_RULE];
     Last last[N_TEXTS];
     char *scratch = NULL;
     Py_ssize_t scratch_size = 0;
-    int exact_needed = 0, ok = 0, rules;
+    int exact_needed = 0, ok = 0, rules, memory = 0;
     unsigned keys = 0, anchors = 0;
     Cur c;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!O|OI", &view, &start, &stop, &PyDict_Type, &raw_keys,
-                          &new_key, &texts, &anchors))
+    if (!PyArg_ParseTuple(args, "y*nnO!O|OIp", &view, &start, &stop, &PyDict_Type, &raw_keys,
+                          &new_key, &texts, &anchors, &memory))
         return NULL;
     memset(cols, 0, sizeof(cols));
     memset(rcols, 0, sizeof(rcols));
@@ -840,7 +846,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
         goto fallback;
     meta = PyList_New(0);
     odd = PyList_New(0);
-    if (!meta || !odd)
+    mem = PyList_New(0);
+    if (!meta || !odd || !mem)
         goto error;
     c.p = (const unsigned char *)view.buf + start;
     c.end = (const unsigned char *)view.buf + stop;
@@ -864,6 +871,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
             keys |= ev.keys;
             if (rules &&
                 add_rule_row(rcols, &ev, anchors, texts, last, odd, view.buf, at, c.p) < 0)
+                goto error;
+            if (memory && ph != 'X' && ev.name.s && ev.name.n == 10 &&
+                memcmp(ev.name.s, "\"[memory]\"", 10) == 0 &&
+                add_span(mem, view.buf, at, c.p) < 0)
                 goto error;
             row[C_KEY] = code;
             row[C_TS] = ev.ts;
@@ -897,8 +908,8 @@ fallback:
             Py_DECREF(arrays);
             goto error;
         }
-        result = Py_BuildValue("(nNOOI(NO))", items, arrays, meta,
-                               exact_needed ? Py_True : Py_False, keys, rule_arrays, odd);
+        result = Py_BuildValue("(nNOOI(NO)O)", items, arrays, meta,
+                               exact_needed ? Py_True : Py_False, keys, rule_arrays, odd, mem);
     }
     else {
         result = Py_NewRef(Py_None);
@@ -911,15 +922,16 @@ error:
     PyMem_Free(scratch);
     Py_XDECREF(meta);
     Py_XDECREF(odd);
+    Py_XDECREF(mem);
     PyBuffer_Release(&view);
     return result;
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, start, stop, raw_keys, new_key, texts=None, anchors=0) -> (items, columns,"
-     " meta spans, exact needed, argument keys, (rule columns or None, odd rows)) or None: the"
-     " trace-table columns of the events in buf[start:stop]."},
+     "scan(buf, start, stop, raw_keys, new_key, texts=None, anchors=0, memory=0) -> (items,"
+     " columns, meta spans, exact needed, argument keys, (rule columns or None, odd rows),"
+     " [memory] spans) or None: the trace-table columns of the events in buf[start:stop]."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
@@ -933,6 +945,11 @@ PyMODINIT_FUNC PyInit__scan(void)
     module = PyModule_Create(&MODULE);
     /* scan() takes texts and returns the rules' arguments (readers check for this) */
     if (module && PyModule_AddIntConstant(module, "RULE_ARGS", 1) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    /* scan() takes memory=1 and returns the [memory] events' spans */
+    if (module && PyModule_AddIntConstant(module, "MEMORY_SPANS", 1) < 0) {
         Py_DECREF(module);
         return NULL;
     }
