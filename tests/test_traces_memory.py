@@ -18,7 +18,7 @@ from hpcprof_kit import traces
 from hpcprof_kit.errors import KitWarning, SpecError, TraceFormatError
 from hpcprof_kit.traces import memory as M
 from hpcprof_kit.traces import stream
-from hpcprof_kit.traces.memory_events import KEPT_PREFIX, file_memory_events
+from hpcprof_kit.traces.memory_events import file_memory_events, of_kept
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 MEMORY = FIXTURES / "memory"  # 2 DDP ranks x 2 schedule cycles, recorded by record.py there
@@ -332,8 +332,7 @@ def test_the_loader_keeps_the_memory_events_as_the_file_has_them(monkeypatch, sc
     assert len(MEMORY_FILES) >= 20
     for name in MEMORY_FILES:
         path = str(FIXTURES / name)
-        args = stream.read_chrome(Path(path)).args
-        kept = {c[len(KEPT_PREFIX) :]: v for c, v in args.items() if c.startswith(KEPT_PREFIX)}
+        kept = of_kept(stream.read_chrome(Path(path)).args)
         again = file_memory_events(path)
         assert kept.keys() == again.keys(), name
         for col, values in again.items():

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import stream
 from hpcprof_kit.traces.kept_args import COLUMNS
-from hpcprof_kit.traces.memory_events import KEPT_PREFIX, file_memory_events
+from hpcprof_kit.traces.memory_events import file_memory_events, of_kept
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "traces"
@@ -241,15 +241,15 @@ def test_the_rules_arguments_are_kept_alike_either_way(tmp_path):
 
 def kept_memory(path: Path) -> dict[str, list]:
     """The [memory] columns the loader kept of one file, without their prefix."""
-    args = stream.read_chrome(path).args
-    return {c[len(KEPT_PREFIX) :]: v.tolist() for c, v in args.items() if c.startswith(KEPT_PREFIX)}
+    return {c: v.tolist() for c, v in of_kept(stream.read_chrome(path).args).items()}
 
 
 def test_the_memory_events_are_kept_alike_either_way_and_as_the_file_has_them(tmp_path):
-    """The [memory] events' args, kept in the same pass (the scanner hands over each event's
-    place; a slice msgspec reads is searched for them): the same columns either way, and the
-    same as reading the file again gives. Only instant events named [memory] count: not an X
-    event of that name, nor an event whose args merely hold the text."""
+    """The [memory] events' args, kept in the same pass (plain whole numbers read in C; a
+    float, a number beyond 15 digits, text, left to Python with the event's place; a slice
+    msgspec reads searched for them): the same columns either way, and the same as reading
+    the file again gives. Only instant events named [memory] count: not an X event of that
+    name, nor an event whose args merely hold the text."""
     base = 1_700_000_000_000_000_000
     mem = {"ph": "i", "s": "t", "name": "[memory]", "pid": 7, "tid": 8}
     events = [
@@ -279,7 +279,7 @@ def test_the_memory_events_are_kept_alike_either_way_and_as_the_file_has_them(tm
         {**mem, "ts": 3.25, "args": {"Bytes": 8.0, "Device Type": 12, "Addr": None}},
         {**mem, "ph": "X", "ts": 4, "dur": 1, "args": {"Bytes": 5}},
         {"ph": "X", "name": "log", "ts": 5, "dur": 1, "args": {"text": "[memory]"}},
-        {**mem, "ph": "I", "tid": "main", "ts": 6.125, "args": {"Bytes": 1}},
+        {**mem, "ph": "I", "tid": "main", "ts": 6.125, "args": {"Bytes": 1, "Addr": 2**53 + 1}},
     ]
     text = json.dumps({"baseTimeNanoseconds": base, "traceEvents": events})
     path = tmp_path / "t.json"
@@ -289,7 +289,7 @@ def test_the_memory_events_are_kept_alike_either_way_and_as_the_file_has_them(tm
     kept = kept_memory(path)
     assert kept["ts_ns"] == [base + 1500, base + 2500, base + 3250, base + 6125]
     assert kept["bytes"] == [64, -64, 8, 1] and kept["device_type"] == ["cpu", "cuda", "xpu", "cpu"]
-    assert kept["tid"] == ["8", "8", "8", "main"] and kept["has_addr"] == [True, True, False, False]
+    assert kept["tid"] == ["8", "8", "8", "main"] and kept["has_addr"] == [True, True, False, True]
     file = file_memory_events(str(path))
     assert kept == {c: v.tolist() for c, v in file.items()}
     # a slice msgspec reads (a time with an exponent): searched for them, the same

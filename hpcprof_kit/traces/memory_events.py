@@ -8,8 +8,9 @@
 
 The trace table keeps each of them as a row (track ``instant``, name ``[memory]``) but, like
 every other row, not its args. The loader keeps their args beside the table, as it reads each
-file (the compiled scanner hands over each event's place, :func:`columns_of_objects` decodes
-them): ``df.attrs["ranks"][r]["event_args"]`` holds them per file under ``mem.`` names. A file
+file (the compiled scanner reads them, leaving a value outside the plain case to
+:func:`decoded`): ``df.attrs["ranks"][r]["event_args"]`` holds them per file under ``mem.``
+names (:func:`of_kept` gives them as a file's reader does). A file
 it kept none of (a cache copy of old, a table whose attrs went through JSON) is read again:
 its ``[memory]`` objects alone (streamed piece by piece, never the whole JSON). Either way
 the events are matched to the table's rows by rank, schedule cycle, thread and time.
@@ -167,14 +168,15 @@ def decode_objects(decoder: msgspec.json.Decoder, objects: list[bytes]) -> list:
 
 
 def _ints(values: list[Any], missing: int) -> tuple[np.ndarray, np.ndarray]:
-    """Whole numbers as int64 and where they were present (a number, not null or text)."""
+    """Whole numbers as int64 and where they were present (a number, not null or text, within
+    int64), exact: a float64 holds them only below 2**53, so larger ones are read one by one."""
     try:  # the common case, in C: every value a number (NumPy reads a null as nan)
         out = np.fromiter(values, np.float64, len(values))
-        if not np.isnan(out).any():
+        if not np.isnan(out).any() and (np.abs(out) < 2**53).all():
             return out.astype(np.int64), np.ones(len(values), dtype=bool)
     except (TypeError, ValueError):
         pass
-    ok = np.array([isinstance(v, int | float) and v == v for v in values], dtype=bool)
+    ok = np.array([isinstance(v, int | float) and -(2**63) <= v < 2**63 for v in values], bool)
     out = np.array([int(v) if k else missing for v, k in zip(values, ok, strict=True)])
     return out.astype(np.int64), ok
 
@@ -193,37 +195,64 @@ def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
 def columns_of_objects(objects: list[bytes], base: Any) -> dict[str, np.ndarray]:
     """The ``[memory]`` events among ``objects`` (their JSON texts, in file order) as columns;
     ``base``: the file's ``baseTimeNanoseconds`` (torch >= 2.4 writes ts relative to it)."""
+    return finished(decoded(objects), base)
+
+
+# the args of the raw columns, in the compiled scanner's order (_scan.c's M_*)
+RAW_ARGS = ("bytes", "allocated", "reserved", "device_type", "device_id", "addr")
+
+
+def decoded(objects: list[bytes]) -> dict[str, np.ndarray]:
+    """The ``[memory]`` events among ``objects`` as raw columns (:func:`finished` makes them
+    the table's): pid and tid as text, ts as written, each arg with where it was a number."""
     events = [e for e in _decode(objects) if e.ph in ("i", "I") and e.name == MEMORY_EVENT]
     ts = _exact_ns_many([bytes(e.ts) for e in events]) if events else np.zeros(0, np.int64)
+    args = [e.args for e in events]
+    raw = {"pid": _texts([e.pid for e in events]), "tid": _texts([e.tid for e in events]),
+           "ts_ns": ts}  # fmt: skip
+    for col in RAW_ARGS:
+        raw[col], raw[f"has_{col}"] = _ints([getattr(a, col) for a in args], 0)
+    return raw
+
+
+def scanned(block: np.ndarray, keys: list[tuple]) -> dict[str, np.ndarray]:
+    """The raw columns of the scanner's memory rows (``_scan.c``: key code, ts, the args in
+    ``RAW_ARGS`` order, 0 where absent, and a bit each for which were numbers); ``keys``: the
+    (ph, cat, name, pid, tid) of each key code."""
+    code, ts, *values, present = block
+    texts = _texts([k[3] for k in keys] + [k[4] for k in keys])
+    raw = {"pid": texts[: len(keys)][code], "tid": texts[len(keys) :][code], "ts_ns": ts}
+    for i, (col, v) in enumerate(zip(RAW_ARGS, values, strict=True)):
+        raw[col], raw[f"has_{col}"] = v, (present >> i & 1).astype(bool)
+    return raw
+
+
+def finished(raw: dict[str, np.ndarray], base: Any) -> dict[str, np.ndarray]:
+    """Raw columns (:func:`decoded`, :func:`scanned`) as :func:`file_memory_events` gives
+    them: ts after ``base``, the device index and type."""
+    ts = raw["ts_ns"]
     # torch >= 2.4 writes ts relative to baseTimeNanoseconds; the loader adds it back
     if isinstance(base, int) and ts.size and int(ts.max()) < base:
         ts = ts + base
-    args = [e.args for e in events]
-    nbytes, has_bytes = _ints([a.bytes for a in args], 0)
-    allocated, has_alloc = _ints([a.allocated for a in args], 0)
-    reserved, has_reserved = _ints([a.reserved for a in args], 0)
-    kind, has_kind = _ints([a.device_type for a in args], 0)
-    index, has_index = _ints([a.device_id for a in args], 0)
-    addr, has_addr = _ints([a.addr for a in args], 0)
-    kind[~has_kind] = 0  # no Device Type: host memory, as in torch's own tables
+    kind = np.where(raw["has_device_type"], raw["device_type"], 0)  # none: host memory
     host = np.isin(kind, HOST_TYPES)
-    device = np.where(host, -1, np.where(has_index, np.maximum(index, 0), 0))
+    device = np.where(host, -1, np.where(raw["has_device_id"], np.maximum(raw["device_id"], 0), 0))
+    kinds, which = np.unique(kind, return_inverse=True)
+    names = np.array([DEVICE_TYPES.get(k, f"type {k}") for k in kinds.tolist()], dtype=object)
     return {
-        "pid": _texts([e.pid for e in events]),
-        "tid": _texts([e.tid for e in events]),
+        "pid": raw["pid"],
+        "tid": raw["tid"],
         "ts_ns": ts,
-        "bytes": nbytes,
-        "has_bytes": has_bytes,
-        "allocated": allocated,
-        "has_allocated": has_alloc,
-        "reserved": reserved,
-        "has_reserved": has_reserved,
+        "bytes": raw["bytes"],
+        "has_bytes": raw["has_bytes"],
+        "allocated": raw["allocated"],
+        "has_allocated": raw["has_allocated"],
+        "reserved": raw["reserved"],
+        "has_reserved": raw["has_reserved"],
         "device": device.astype(np.int32),
-        "device_type": np.array(
-            [DEVICE_TYPES.get(k, f"type {k}") for k in kind.tolist()], dtype=object
-        ),
-        "addr": addr,
-        "has_addr": has_addr,
+        "device_type": names[which.reshape(-1)],
+        "addr": raw["addr"],
+        "has_addr": raw["has_addr"],
         "bad_ts": ts == np.iinfo(np.int64).min,
     }
 
@@ -253,19 +282,58 @@ def file_version(path: str, what: str) -> tuple[str, int, int]:
 KEPT_PREFIX = "mem."
 
 
-def kept(objects: list[bytes], base: Any) -> dict[str, np.ndarray]:
-    """:func:`columns_of_objects` under the names the loader keeps them by."""
-    return {KEPT_PREFIX + k: v for k, v in columns_of_objects(objects, base).items()}
+def kept(slices: list, keys: list[tuple], base: Any) -> dict[str, np.ndarray]:
+    """One file's [memory] events as raw columns (:func:`decoded`) and its base, under the
+    names the loader keeps them by (:func:`of_kept` finishes them when they are asked for),
+    from what it kept of each slice: the scanner's rows (its columns as int64 bytes, and its
+    odd rows decoded by row) or raw columns; ``keys``: the (ph, cat, name, pid, tid) of each
+    key code."""
+    blocks = [b for b in slices if isinstance(b, tuple)]
+    if len(blocks) == len(slices):  # the common case: every slice scanned
+        slices = [_fixed(blocks, keys)]
+    else:
+        slices = [_fixed([b], keys) if isinstance(b, tuple) else b for b in slices]
+    raw = {KEPT_PREFIX + c: np.concatenate([b[c] for b in slices]) for c in slices[0]}
+    raw[KEPT_PREFIX + "base"] = np.array([base] if isinstance(base, int) else [], np.int64)
+    return raw
+
+
+def _fixed(blocks: list[tuple], keys: list[tuple]) -> dict[str, np.ndarray]:
+    """:func:`scanned` of the scanner's rows of some slices, joined, their odd rows replaced
+    by the same events decoded (dropped where one is not a [memory] event after all)."""
+    if not blocks:
+        return decoded([])
+    columns = zip(*(arrays for arrays, _ in blocks), strict=True)
+    block = np.vstack([np.frombuffer(b"".join(c), np.int64) for c in columns])
+    raw = scanned(block, keys)
+    keep, at = None, 0
+    for arrays, odd in blocks:
+        for row, one in odd.items():
+            if len(one["ts_ns"]) != 1:
+                keep = np.ones(block.shape[1], dtype=bool) if keep is None else keep
+                keep[at + row] = False
+                continue
+            for col, values in raw.items():
+                values[at + row] = one[col][0]
+        at += len(arrays[0]) // 8
+    return raw if keep is None else {c: v[keep] for c, v in raw.items()}
+
+
+def of_kept(args: dict[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
+    """The [memory] columns the loader kept among one file's kept arguments, as
+    :func:`file_memory_events` gives them; None when it kept none."""
+    if not args or KEPT_PREFIX + "base" not in args:
+        return None
+    raw = {k[len(KEPT_PREFIX) :]: v for k, v in args.items() if k.startswith(KEPT_PREFIX)}
+    base = raw.pop("base")
+    return finished(raw, int(base[0]) if base.size else None)
 
 
 def _kept_columns(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
     """The ``[memory]`` columns the loader kept of ``source``; None when it kept none (an
     older cache copy, attrs that went through JSON and hold the summary alone)."""
     args = rank_meta.get("event_args")
-    cols = args.get(source) if hasattr(args, "by_file") else None
-    if not cols or KEPT_PREFIX + "ts_ns" not in cols:
-        return None
-    return {k[len(KEPT_PREFIX) :]: v for k, v in cols.items() if k.startswith(KEPT_PREFIX)}
+    return of_kept(args.get(source) if hasattr(args, "by_file") else None)
 
 
 def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:

@@ -175,10 +175,11 @@ class _Reader:
         # the scanner reads them too (one compiled before does not: none are kept then)
         reads = hasattr(self.scanner, "RULE_ARGS") and ANCHOR_BITS is not None
         self.rule_args = (self.args.texts, ANCHOR_BITS) if reads else None
-        # the [memory] events' texts, for their args (memory_events.py); None: not all kept
-        # (a slice read by a scanner that does not hand them over, or salvaged)
-        self.memory: list[bytes] | None = []
-        if reads and hasattr(self.scanner, "MEMORY_SPANS"):
+        # the [memory] events' args, per slice: the scanner's rows (with the odd ones decoded
+        # here, by row) or raw columns (memory_events.py); None: not all kept (a slice read
+        # by a scanner that does not read them, or salvaged)
+        self.memory: list[tuple[tuple[bytes, ...], dict] | dict] | None = []
+        if reads and hasattr(self.scanner, "MEMORY_ARGS"):
             self.rule_args = (*self.rule_args, True)
 
     def _scan_slice(self, buf: bytearray, start: int, stop: int) -> bool:
@@ -199,10 +200,10 @@ class _Reader:
             self.args.lost = True
         else:
             self.args.add_scanned(*keys[1], buf)
-        if len(keys) < 3 or len(rule_args) < 3:  # nor the [memory] events' places
+        if len(keys) < 3 or len(rule_args) < 3:  # nor the [memory] events' args
             self.memory = None
-        elif keys[2] and self.memory is not None:
-            self.memory.extend(bytes(buf[s:e]) for s, e in keys[2])
+        elif keys[2][0][0] and self.memory is not None:
+            self._scanned_memory(*keys[2], buf)
         self.exact = self.exact or exact_needed
         self.seen += items
         self.scanned += 1
@@ -319,10 +320,20 @@ class _Reader:
         self.decoded += 1
         self._keep(events)
         if self.memory is not None and buf.find(_MEMORY_NAME, start, stop) >= 0:
-            from .memory_events import objects_in  # (it reads files with this module)
+            from .memory_events import decoded, objects_in  # (it reads files with this module)
 
-            self.memory.extend(objects_in(bytes(buf[start:stop])))
+            self.memory.append(decoded(objects_in(bytes(buf[start:stop]))))
         return True
+
+    def _scanned_memory(self, arrays: tuple[bytes, ...], odd: list, buf: Any) -> None:
+        """The scanner's [memory] rows of one slice; ``odd`` (row, start, stop): events
+        holding a value it leaves to Python (a float, text, a repeated key), decoded here."""
+        if not odd:
+            self.memory.append((arrays, {}))
+            return
+        from .memory_events import decoded  # (it reads files with this module)
+
+        self.memory.append((arrays, {row: decoded([bytes(buf[s:e])]) for row, s, e in odd}))
 
     def salvage(self, buf: bytearray, pos: int) -> bytes | None:
         """Last resort at the end of the file: the rest of traceEvents read by Python's json
@@ -501,7 +512,7 @@ def _finish(reader: _Reader, header: dict, trailer: bytes, total: int) -> Chrome
     if args is not None and reader.memory is not None:  # kept beside the rules' arguments
         from .memory_events import kept  # (it reads files with this module)
 
-        args.update(kept(reader.memory, base))
+        args.update(kept(reader.memory, list(reader.cols.keys), base))
     return ChromeTrace(
         reader.path,
         header,

@@ -26,10 +26,13 @@
  * event holding a value outside the plain case (a size as text, a negative or repeated one, an
  * escaped name), which the reader decodes itself.
  *
- * Given memory=1 as well, a seventh item lists the (start, stop) of every "[memory]" instant
- * event (ph i or I, that name as plain text): the allocations and frees of profile_memory=True,
- * whose args the reader decodes from those spans (memory_events.py), so the memory pane reads
- * no file a second time either. Without it the list is empty.
+ * Given memory=1 as well, a seventh item holds the args of every "[memory]" instant event (ph
+ * i or I, that name as plain text: the allocations and frees of profile_memory=True), so the
+ * memory pane reads no file a second time either: a row of memory columns each (the event's key
+ * code and ts, then Bytes, Total Allocated, Total Reserved, Device Type, Device Id and Addr,
+ * 0 where absent, and a bit each for which were numbers; memory_events.scanned), and the
+ * (row, start, stop) of every such event holding a value outside the plain case (a float, a
+ * string, a repeated key), which the reader decodes itself. Without it both are empty.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -453,6 +456,58 @@ typedef struct {
     int odd;             /* a value outside the plain case: the reader decodes the event */
 } Rule;
 
+/* The args of a [memory] event, in memory_events.RAW_ARGS order. */
+enum { M_BYTES, M_ALLOCATED, M_RESERVED, M_TYPE, M_ID, M_ADDR, N_MEM };
+typedef struct {
+    int64_t num[N_MEM]; /* 0: absent (or null) */
+    unsigned present;   /* bit i: num[i] was a number */
+    unsigned seen;      /* which were read: a repeat is odd */
+    int odd;            /* a value outside the plain case: the reader decodes the event */
+} Mem;
+
+/* Which [memory] argument a key names (M_*); -1: none. */
+static int mem_of(const unsigned char *s, Py_ssize_t n)
+{
+    if (IS(s, n, "Bytes"))
+        return M_BYTES;
+    if (IS(s, n, "Total Allocated"))
+        return M_ALLOCATED;
+    if (IS(s, n, "Total Reserved"))
+        return M_RESERVED;
+    if (IS(s, n, "Device Type"))
+        return M_TYPE;
+    if (IS(s, n, "Device Id"))
+        return M_ID;
+    if (IS(s, n, "Addr"))
+        return M_ADDR;
+    return -1;
+}
+
+/* Read one [memory] argument's value into m: a whole number of up to 18 digits (negative
+ * ones too) or null; anything else (a float, more digits, text) makes the event odd. */
+static int mem_value(Cur *c, Mem *m, int slot)
+{
+    const unsigned char *from = c->p;
+    Span sp;
+    Num num;
+    if (m->seen & (1u << slot))
+        m->odd = 1; /* a repeated key */
+    m->seen |= 1u << slot;
+    if (c->p < c->end && *c->p == 'n') /* null: absent, as the reader takes it */
+        return literal(c, "null", 4);
+    if (!number(c, &sp, &num) && !num.frac_s && !num.has_exp && num.int_digits <= 18) {
+        int64_t v = 0;
+        for (int i = 0; i < num.int_digits; i++)
+            v = v * 10 + (num.int_s[i] - '0');
+        m->num[slot] = num.neg ? -v : v;
+        m->present |= 1u << slot;
+        return 0;
+    }
+    c->p = from;
+    m->odd = 1;
+    return value(c, 1);
+}
+
 /* Which rule argument a key names: 0..2 a number (R_*), 3..5 a text (3 + T_*); -1: none. */
 static int rule_of(const unsigned char *s, Py_ssize_t n)
 {
@@ -512,7 +567,7 @@ static int rule_value(Cur *c, Rule *r, int slot)
     return value(c, 1);
 }
 
-static int args_object(Cur *c, int64_t ids[5], unsigned *keys, Rule *rule)
+static int args_object(Cur *c, int64_t ids[5], unsigned *keys, Rule *rule, Mem *mem)
 {
     unsigned seen = 0;
     int at;
@@ -520,11 +575,12 @@ static int args_object(Cur *c, int64_t ids[5], unsigned *keys, Rule *rule)
         ids[i] = -1;
     for (at = open_container(c, '{', '}'); at == 0; at = after_member(c, '}')) {
         Span key;
-        int escaped, which, slot, bad;
+        int escaped, which, slot, mslot, bad;
         if (member_key(c, &key, &escaped) || escaped)
             return FALLBACK;
         which = arg_of(key.s + 1, key.n - 2);
         slot = rule ? rule_of(key.s + 1, key.n - 2) : -1;
+        mslot = mem && slot < 0 ? mem_of(key.s + 1, key.n - 2) : -1;
         if (which >= K_FIRST) { /* present is all that is noted; a repeat changes nothing */
             *keys |= 1u << (which - K_FIRST);
             which = -1;
@@ -536,6 +592,8 @@ static int args_object(Cur *c, int64_t ids[5], unsigned *keys, Rule *rule)
         }
         if (slot >= 0)
             bad = rule_value(c, rule, slot);
+        else if (mslot >= 0)
+            bad = mem_value(c, mem, mslot);
         else
             bad = which >= 0 && which < A_NAME ? integer(c, &ids[which]) : value(c, 1);
         if (bad)
@@ -549,6 +607,7 @@ typedef struct {
     int64_t ts, dur, ids[5];
     unsigned keys; /* argument keys in args (bits, see K_FIRST) */
     Rule rule;     /* read only when the reader asks for the rules' arguments */
+    Mem mem;       /* read only when the reader asks for the [memory] events' */
 } Event;
 
 enum { F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
@@ -596,7 +655,7 @@ static int scalar(Cur *c, Span *out)
     return 0;
 }
 
-static int event(Cur *c, Event *ev, int *exact_needed, int rules)
+static int event(Cur *c, Event *ev, int *exact_needed, int rules, int memory)
 {
     unsigned seen = 0;
     int at;
@@ -642,7 +701,8 @@ static int event(Cur *c, Event *ev, int *exact_needed, int rules)
             bad = duration_ns(c, &ev->dur);
             break;
         case F_ARGS:
-            bad = args_object(c, ev->ids, &ev->keys, rules ? &ev->rule : NULL);
+            bad = args_object(c, ev->ids, &ev->keys, rules ? &ev->rule : NULL,
+                              memory ? &ev->mem : NULL);
             break;
         default:
             bad = value(c, 1);
@@ -803,6 +863,37 @@ static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject 
     return 0;
 }
 
+/* The memory columns of scan()'s seventh item (memory_events.scanned reads them). */
+enum { MC_KEY, MC_TS, MC_ARGS, MC_PRESENT = MC_ARGS + N_MEM, N_MEMCOL };
+
+/* A row of the memory columns for a [memory] instant event (an odd one noted in odd with its
+ * span for the reader); -1: an error. */
+static int add_memory_row(Col *mcols, const Event *ev, long code, PyObject *odd, const void *buf,
+                          const unsigned char *at, const unsigned char *end)
+{
+    int64_t row[N_MEMCOL];
+    row[MC_KEY] = code;
+    row[MC_TS] = ev->ts;
+    for (int i = 0; i < N_MEM; i++)
+        row[MC_ARGS + i] = ev->mem.num[i];
+    row[MC_PRESENT] = ev->mem.present;
+    if (ev->mem.odd) {
+        const unsigned char *base = buf;
+        PyObject *note = Py_BuildValue("(nnn)", mcols[0].len, (Py_ssize_t)(at - base),
+                                       (Py_ssize_t)(end - base));
+        int bad = !note || PyList_Append(odd, note) < 0;
+        Py_XDECREF(note);
+        if (bad)
+            return -1;
+    }
+    for (int i = 0; i < N_MEMCOL; i++)
+        if (push(&mcols[i], row[i]) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    return 0;
+}
+
 /* Columns as a tuple of bytes (native int64), for NumPy to read. */
 static PyObject *columns_bytes(const Col *cols, int n)
 {
@@ -826,8 +917,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t start, stop, items = 0;
     PyObject *raw_keys, *new_key, *texts = Py_None, *result = NULL, *meta = NULL, *odd = NULL;
-    PyObject *mem = NULL;
-    Col cols[N_COLS], rcols[N_RULE];
+    PyObject *mem_odd = NULL;
+    Col cols[N_COLS], rcols[N_RULE], mcols[N_MEMCOL];
     Last last[N_TEXTS];
     char *scratch = NULL;
     Py_ssize_t scratch_size = 0;
@@ -840,14 +931,15 @@ static PyObject *scan(PyObject *self, PyObject *args)
         return NULL;
     memset(cols, 0, sizeof(cols));
     memset(rcols, 0, sizeof(rcols));
+    memset(mcols, 0, sizeof(mcols));
     memset(last, 0, sizeof(last));
     rules = PyDict_Check(texts);
     if (start < 0 || stop > view.len || start >= stop)
         goto fallback;
     meta = PyList_New(0);
     odd = PyList_New(0);
-    mem = PyList_New(0);
-    if (!meta || !odd || !mem)
+    mem_odd = PyList_New(0);
+    if (!meta || !odd || !mem_odd)
         goto error;
     c.p = (const unsigned char *)view.buf + start;
     c.end = (const unsigned char *)view.buf + stop;
@@ -855,7 +947,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         Event ev;
         const unsigned char *at = c.p;
         char ph;
-        if (event(&c, &ev, &exact_needed, rules))
+        if (event(&c, &ev, &exact_needed, rules, memory))
             goto fallback;
         items++;
         ph = ev.ph.n == 3 ? (char)ev.ph.s[1] : '\0';
@@ -874,7 +966,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
                 goto error;
             if (memory && ph != 'X' && ev.name.s && ev.name.n == 10 &&
                 memcmp(ev.name.s, "\"[memory]\"", 10) == 0 &&
-                add_span(mem, view.buf, at, c.p) < 0)
+                add_memory_row(mcols, &ev, code, mem_odd, view.buf, at, c.p) < 0)
                 goto error;
             row[C_KEY] = code;
             row[C_TS] = ev.ts;
@@ -904,12 +996,15 @@ fallback:
         if (!arrays)
             goto error;
         PyObject *rule_arrays = rules ? columns_bytes(rcols, N_RULE) : Py_NewRef(Py_None);
-        if (!rule_arrays) {
+        PyObject *mem_arrays = rule_arrays ? columns_bytes(mcols, N_MEMCOL) : NULL;
+        if (!mem_arrays) {
             Py_DECREF(arrays);
+            Py_XDECREF(rule_arrays);
             goto error;
         }
-        result = Py_BuildValue("(nNOOI(NO)O)", items, arrays, meta,
-                               exact_needed ? Py_True : Py_False, keys, rule_arrays, odd, mem);
+        result = Py_BuildValue("(nNOOI(NO)(NO))", items, arrays, meta,
+                               exact_needed ? Py_True : Py_False, keys, rule_arrays, odd,
+                               mem_arrays, mem_odd);
     }
     else {
         result = Py_NewRef(Py_None);
@@ -919,10 +1014,12 @@ error:
         PyMem_Free(cols[i].v);
     for (int i = 0; i < N_RULE; i++)
         PyMem_Free(rcols[i].v);
+    for (int i = 0; i < N_MEMCOL; i++)
+        PyMem_Free(mcols[i].v);
     PyMem_Free(scratch);
     Py_XDECREF(meta);
     Py_XDECREF(odd);
-    Py_XDECREF(mem);
+    Py_XDECREF(mem_odd);
     PyBuffer_Release(&view);
     return result;
 }
@@ -931,7 +1028,8 @@ static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, start, stop, raw_keys, new_key, texts=None, anchors=0, memory=0) -> (items,"
      " columns, meta spans, exact needed, argument keys, (rule columns or None, odd rows),"
-     " [memory] spans) or None: the trace-table columns of the events in buf[start:stop]."},
+     " ([memory] columns, odd rows)) or None: the trace-table columns of the events in"
+     " buf[start:stop]."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_scan",
@@ -948,8 +1046,8 @@ PyMODINIT_FUNC PyInit__scan(void)
         Py_DECREF(module);
         return NULL;
     }
-    /* scan() takes memory=1 and returns the [memory] events' spans */
-    if (module && PyModule_AddIntConstant(module, "MEMORY_SPANS", 1) < 0) {
+    /* scan() takes memory=1 and returns the [memory] events' args */
+    if (module && PyModule_AddIntConstant(module, "MEMORY_ARGS", 1) < 0) {
         Py_DECREF(module);
         return NULL;
     }
