@@ -826,6 +826,30 @@ static int64_t text_code(PyObject *texts, const Span *sp, Last *last)
     return code;
 }
 
+/* Note an event holding a value outside the plain case: (row, start, stop) in odd, for the
+ * reader to decode; -1: an error. */
+static int note_odd(PyObject *odd, Py_ssize_t row, const void *buf, const unsigned char *at,
+                    const unsigned char *end)
+{
+    const unsigned char *base = buf;
+    PyObject *note =
+        Py_BuildValue("(nnn)", row, (Py_ssize_t)(at - base), (Py_ssize_t)(end - base));
+    int bad = !note || PyList_Append(odd, note) < 0;
+    Py_XDECREF(note);
+    return bad ? -1 : 0;
+}
+
+/* Append one row to n columns; -1: out of memory (the error is set). */
+static int push_row(Col *cols, const int64_t *row, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (push(&cols[i], row[i]) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    return 0;
+}
+
 /* A row of the rule columns for a kept event holding a byte count, a collective's name or
  * input types (or an odd value, noted in odd with its span for the reader); -1: an error. */
 static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject *texts,
@@ -846,21 +870,9 @@ static int add_rule_row(Col *rcols, const Event *ev, unsigned anchors, PyObject 
     for (int t = 0; t < N_TEXTS; t++)
         if ((row[RC_COLL + t] = text_code(texts, &r->text[t], &last[t])) == -2)
             return -1;
-    if (r->odd) {
-        const unsigned char *base = buf;
-        PyObject *note = Py_BuildValue("(nnn)", rcols[0].len, (Py_ssize_t)(at - base),
-                                       (Py_ssize_t)(end - base));
-        int bad = !note || PyList_Append(odd, note) < 0;
-        Py_XDECREF(note);
-        if (bad)
-            return -1;
-    }
-    for (int i = 0; i < N_RULE; i++)
-        if (push(&rcols[i], row[i]) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    return 0;
+    if (r->odd && note_odd(odd, rcols[0].len, buf, at, end) < 0)
+        return -1;
+    return push_row(rcols, row, N_RULE);
 }
 
 /* The memory columns of scan()'s seventh item (memory_events.scanned reads them). */
@@ -877,21 +889,9 @@ static int add_memory_row(Col *mcols, const Event *ev, long code, PyObject *odd,
     for (int i = 0; i < N_MEM; i++)
         row[MC_ARGS + i] = ev->mem.num[i];
     row[MC_PRESENT] = ev->mem.present;
-    if (ev->mem.odd) {
-        const unsigned char *base = buf;
-        PyObject *note = Py_BuildValue("(nnn)", mcols[0].len, (Py_ssize_t)(at - base),
-                                       (Py_ssize_t)(end - base));
-        int bad = !note || PyList_Append(odd, note) < 0;
-        Py_XDECREF(note);
-        if (bad)
-            return -1;
-    }
-    for (int i = 0; i < N_MEMCOL; i++)
-        if (push(&mcols[i], row[i]) < 0) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    return 0;
+    if (ev->mem.odd && note_odd(odd, mcols[0].len, buf, at, end) < 0)
+        return -1;
+    return push_row(mcols, row, N_MEMCOL);
 }
 
 /* Columns as a tuple of bytes (native int64), for NumPy to read. */
@@ -975,11 +975,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
             row[C_EXT] = ev.ids[A_EXT];
             row[C_DEV] = ev.ids[A_DEV];
             row[C_STREAM] = ev.ids[A_STREAM] >= 0 ? ev.ids[A_STREAM] : ev.ids[A_QUEUE];
-            for (int i = 0; i < N_COLS; i++)
-                if (push(&cols[i], row[i]) < 0) {
-                    PyErr_NoMemory();
-                    goto error;
-                }
+            if (push_row(cols, row, N_COLS) < 0)
+                goto error;
         }
         ws(&c);
         if (c.p >= c.end)
