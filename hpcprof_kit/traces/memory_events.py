@@ -1,4 +1,5 @@
-"""The args of the ``[memory]`` events, read back from the trace files a trace table came from.
+"""The args of the ``[memory]`` events: kept by the loader as it reads each file, or read
+back from the trace files a table came from.
 
 ``profile(profile_memory=True)`` writes one instant event per allocation and per free::
 
@@ -7,13 +8,13 @@
      "Total Allocated": 16384, "Bytes": 16384, "Device Id": -1, "Device Type": 0, ...}}
 
 The trace table keeps each of them as a row (track ``instant``, name ``[memory]``) but, like
-every other row, not its args. The loader keeps their args beside the table, as it reads each
-file (the compiled scanner reads them, leaving a value outside the plain case to
-:func:`decoded`): ``df.attrs["ranks"][r]["event_args"]`` holds them per file under ``mem.``
-names (:func:`of_kept` gives them as a file's reader does). A file
-it kept none of (a cache copy of old, a table whose attrs went through JSON) is read again:
-its ``[memory]`` objects alone (streamed piece by piece, never the whole JSON). Either way
-the events are matched to the table's rows by rank, schedule cycle, thread and time.
+every other row, not its args. The loader keeps those beside the table as it reads each file:
+the compiled scanner reads them (a value outside the plain case is left to :func:`decoded`),
+and ``df.attrs["ranks"][r]["event_args"]`` holds them per file under ``mem.`` names
+(:func:`of_kept` gives them as a file's reader does). A file it kept none of (a cache copy of
+old, a table whose attrs went through JSON) is read again: its ``[memory]`` objects alone
+(streamed piece by piece, never the whole JSON). Either way the events are matched to the
+table's rows by rank, schedule cycle, thread and time.
 
 >>> import json, tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
