@@ -40,10 +40,9 @@ import numpy as np
 
 from ..errors import KitWarning, TraceFormatError
 from .events import Scalar, _exact_ns_many
-from .stream import _clean, _pieces
+from .stream import _MEMORY_NAME, _clean, _pieces
 
 MEMORY_EVENT = "[memory]"
-_NAME = b'"[memory]"'
 _BRACE = re.compile(rb"[{}]")
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 _TAIL = 64 * 1024  # bytes kept between pieces: a [memory] object cut by a piece's end
@@ -101,13 +100,13 @@ def _find_objects(buf: bytes, found: list[bytes]) -> int:
     """Add the text of every whole object naming ``[memory]`` in ``buf`` to ``found``; return
     where the search ended (before an object cut off at the end of ``buf``)."""
     done = 0
-    while (at := buf.find(_NAME, done)) >= 0:
+    while (at := buf.find(_MEMORY_NAME, done)) >= 0:
         span = _object_around(buf, at)
         if span is None:
             break
         if span[0] >= 0:
             found.append(buf[span[0] : span[1]])
-        done = max(span[1], at + len(_NAME))
+        done = max(span[1], at + len(_MEMORY_NAME))
     return done
 
 
@@ -126,7 +125,7 @@ def objects_in(text: bytes) -> list[bytes]:
             start = m.start() if depth == 1 else start
         elif token == b"}" and depth:
             depth -= 1
-            if depth == 0 and text.find(_NAME, start, m.end()) >= 0:
+            if depth == 0 and text.find(_MEMORY_NAME, start, m.end()) >= 0:
                 found.append(text[start : m.end()])
     return found
 
@@ -190,12 +189,7 @@ def _texts(values: list[Any]) -> np.ndarray:
 
 @lru_cache(maxsize=16)
 def _read(path: str, size: int, mtime_ns: int) -> dict[str, np.ndarray]:
-    return columns_of_objects(*_memory_objects(Path(path)))
-
-
-def columns_of_objects(objects: list[bytes], base: Any) -> dict[str, np.ndarray]:
-    """The ``[memory]`` events among ``objects`` (their JSON texts, in file order) as columns;
-    ``base``: the file's ``baseTimeNanoseconds`` (torch >= 2.4 writes ts relative to it)."""
+    objects, base = _memory_objects(Path(path))
     return finished(decoded(objects), base)
 
 

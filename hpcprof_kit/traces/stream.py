@@ -77,7 +77,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _AFTER_EVENT = re.compile(rb"\s*(?:,\s*\{|\])")
 _AFTER_LAST = re.compile(rb"\s*,?\s*$")
 _LEAD = re.compile(rb"[\s,\[]*")
-_MEMORY_NAME = b'"[memory]"'  # memory_events.MEMORY_EVENT as JSON
+_MEMORY_NAME = b'"[memory]"'  # memory_events.MEMORY_EVENT as JSON (it searches for it too)
 _BARE_WORDS = re.compile(rb"(:\s*|\[\s*|,\s*)(?:N/A|NaN|-?Infinity|nan|inf)(?=\s*[,}\]])")
 _CONTROL = bytes.maketrans(bytes(range(32)), b" " * 32)
 
@@ -328,9 +328,6 @@ class _Reader:
     def _scanned_memory(self, arrays: tuple[bytes, ...], odd: list, buf: Any) -> None:
         """The scanner's [memory] rows of one slice; ``odd`` (row, start, stop): events
         holding a value it leaves to Python (a float, text, a repeated key), decoded here."""
-        if not odd:
-            self.memory.append((arrays, {}))
-            return
         from .memory_events import decoded  # (it reads files with this module)
 
         self.memory.append((arrays, {row: decoded([bytes(buf[s:e])]) for row, s, e in odd}))
