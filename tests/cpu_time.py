@@ -164,18 +164,20 @@ def summary(target: str, top: int = 40) -> str:
             row[3] += 1
     rows = sorted(per_file.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))
     total_cpu = sum(r[1] + r[2] for _, r in rows)
-    lines = [f"{'file':58} {'tests':>5} {'wall s':>8} {'cpu s':>8} {'of cpu':>7}"]
+    # the file column fits the longest name shown, whole: a file named from outside the rootdir
+    # (a test's own temporary folder) has a long path, and a cut one would match no file
+    width = max([58] + [len(name) for name, _ in rows[:top]])
+    lines = [f"{'file':{width}} {'tests':>5} {'wall s':>8} {'cpu s':>8} {'of cpu':>7}"]
     for name, (wall, own, kids, n) in rows[:top]:
         cpu = own + kids
-        lines.append(f"{name[:58]:58} {n:5d} {wall:8.1f} {cpu:8.1f} {cpu / total_cpu:7.1%}")
+        lines.append(f"{name:{width}} {n:5d} {wall:8.1f} {cpu:8.1f} {cpu / total_cpu:7.1%}")
     rest = rows[top:]
     if rest:
         cpu = sum(r[1] + r[2] for _, r in rest)
-        lines.append(
-            f"{f'({len(rest)} more files)':58} {'':5} {'':8} {cpu:8.1f} {cpu / total_cpu:7.1%}"
-        )
+        more = f"({len(rest)} more files)"
+        lines.append(f"{more:{width}} {'':5} {'':8} {cpu:8.1f} {cpu / total_cpu:7.1%}")
     how = "cgroups: every process a test started" if cgroup else "rusage: waited-for subprocesses"
-    lines.append(f"{'total counted':58} {'':5} {'':8} {total_cpu:8.1f}  ({how})")
+    lines.append(f"{'total counted':{width}} {'':5} {'':8} {total_cpu:8.1f}  ({how})")
     machine = Path(f"{target}.machine")
     if machine.exists():  # the start line, and the end line once the run ended (else: now)
         marks = [tuple(map(float, ln.split())) for ln in machine.read_text().splitlines()]

@@ -56,11 +56,15 @@ def test_waits_for_it():
 
 
 def test_each_tests_own_and_subprocess_cpu_is_counted_and_added_up_per_file(tmp_path, repo):
+    # the filesystem's root as pytest's rootdir: the file is then named by its whole path,
+    # longer than the table's narrowest file column wherever the temporary folder is (as
+    # when a clone sits beside it and their common folder becomes the rootdir)
     (tmp_path / "test_burn.py").write_text(BURN)
     report = tmp_path / "cpu"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.cpu_time", "-p", "no:cacheprovider",
-         "-p", "no:xdist", "-q", str(tmp_path / "test_burn.py"), "--cpu-report", str(report)],
+         "-p", "no:xdist", "-q", str(tmp_path / "test_burn.py"), "--cpu-report", str(report),
+         "--rootdir", tmp_path.anchor],
         cwd=repo, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -77,7 +81,8 @@ def test_each_tests_own_and_subprocess_cpu_is_counted_and_added_up_per_file(tmp_
 
     table = summary(str(report)).splitlines()
     assert table[0].split() == ["file", "tests", "wall", "s", "cpu", "s", "of", "cpu"]
-    (row,) = [ln for ln in table if ln.startswith("test_burn.py") or "/test_burn.py" in ln]
+    (row,) = [ln for ln in table if ln.split()[0].endswith("/test_burn.py")]
+    assert len(row.split()[0]) > 58  # named whole, not cut at the column's narrowest width
     assert row.split()[1] == "3" and float(row.split()[3]) >= 0.7
     assert table[-1].startswith("machine busy during the run:")
 
