@@ -134,7 +134,7 @@ def analyses(df, other) -> dict:
         "compare_runs": lambda: A.compare_runs(df, other),
     }
     try:
-        from hpcprof_kit.traces.plots import plot_rank_heatmap
+        from hpcprof_kit.traces.plots.charts import plot_rank_heatmap
     except ImportError:  # pragma: no cover - plotting extras absent
         return calls
     calls["plot_rank_heatmap"] = lambda: plot_rank_heatmap(df)

@@ -49,14 +49,13 @@ RECORDED = HERE.parent / "tests" / "fixtures" / "traces" / "gpu_pathologies"
 def diagnose(path: Path):
     """The findings of the run at ``path`` (the report's own call)."""
     from hpcprof_kit import traces
-    from hpcprof_kit.traces import breakdown as bd
     from hpcprof_kit.traces import findings as fnd
+    from hpcprof_kit.traces.view.run_view import RunView
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = traces.load(path, workers=1)  # the runs go in parallel, not their files
-        b = bd.step_breakdown(df)
-        return fnd.find(df, b, bd.rank_steps(b))
+        return fnd.find(RunView.of(df))
 
 
 def named(problem: dict, found: list[dict]) -> bool:

@@ -4,7 +4,7 @@
     python benchmarks/bench_mpi_summary.py --mb 20 --counts 16 64
 
 For each run size it writes a synthetic run (benchmarks/bench_analyses_scale.write_run), then
-runs ``traces.at_scale.mpi_summary.run_summary`` under Hydra ``mpiexec -n 1`` and ``-n 2``, and prints one
+runs ``traces.reporting.mpi_summary.run_summary`` under Hydra ``mpiexec -n 1`` and ``-n 2``, and prints one
 row per (files, MPI ranks): wall seconds (median of ``--repeat``, min-max), seconds per file,
 the speed-up of -n 2 over -n 1, the largest file, the peak RSS of each MPI rank (its own
 ``getrusage``), and how far that peak grew above the rank's RSS once the interpreter and the
@@ -35,11 +35,11 @@ sys.path.insert(0, str(HERE.parent))
 ANALYSIS_MODULES = (
     "pandas",
     "matplotlib.pyplot",
-    "hpcprof_kit.traces.at_scale.summary",
-    "hpcprof_kit.traces.at_scale.summary_store",
-    "hpcprof_kit.traces.spread",
-    "hpcprof_kit.traces.plots",
-    "hpcprof_kit.traces.loader",
+    "hpcprof_kit.traces.view.summary",
+    "hpcprof_kit.traces.reporting.summary_store",
+    "hpcprof_kit.traces.analyses.spread",
+    "hpcprof_kit.traces.plots.charts",
+    "hpcprof_kit.traces.table.loader",
 )
 
 
@@ -47,7 +47,7 @@ def worker(folder: str) -> int:
     """One MPI rank: analyse ``folder`` with the others; rank 0 prints every rank's figures."""
     from mpi4py import MPI
 
-    from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
+    from hpcprof_kit.traces.reporting.mpi_summary import run_summary
 
     comm = MPI.COMM_WORLD
     # the interpreter and every library the analysis uses (NumPy, pandas, matplotlib, MPI),

@@ -29,8 +29,8 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from hpcprof_kit.traces.schema import COLUMNS  # noqa: E402
-from hpcprof_kit.traces.timeline import plot_timeline  # noqa: E402
+from hpcprof_kit.traces.plots.timeline import plot_timeline  # noqa: E402
+from hpcprof_kit.traces.table.schema import COLUMNS  # noqa: E402
 
 TARGET_S = 3.0
 STEP_NS = 200_000_000  # one step: 200 ms, a third of it per phase

@@ -156,7 +156,7 @@ def _kernel_python(spec_dir: Path) -> str:
 
 
 def _trace_scanner() -> Check:
-    from hpcprof_kit.traces import stream
+    from hpcprof_kit.traces.read import stream
 
     if stream._scan is None:
         return Check(
@@ -165,7 +165,7 @@ def _trace_scanner() -> Check:
             "not compiled: traces are read by msgspec alone (correct, about 2.6x slower)",
             "install a C compiler (gcc), then 'pip install -e .' in the kit's folder",
         )
-    return Check("trace scanner", "ok", "compiled (hpcprof_kit/traces/at_scale/_scan.c)")
+    return Check("trace scanner", "ok", "compiled (hpcprof_kit/traces/read/_scan.c)")
 
 
 def _system() -> Check:

@@ -23,7 +23,7 @@ from hpcprof_kit.errors import SpecError, TraceFormatError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.traces.figure import Plot
+    from hpcprof_kit.traces.plots.figure import Plot
 
 # Operation names that are communication; everything else an app times is compute, except the
 # whole-iteration totals. Extend COMM_OPS for a new app's collectives.
@@ -226,7 +226,7 @@ def plot_compute_vs_comm(table: pd.DataFrame, scale: str = "auto") -> Plot:
     >>> from hpcprof_kit import timing                              # doctest: +SKIP
     >>> fig, numbers = timing.plot_compute_vs_comm(timing.load_timings("runs/"))  # doctest: +SKIP
     """
-    from hpcprof_kit.traces.figure import Plot, new_figure
+    from hpcprof_kit.traces.plots.figure import Plot, new_figure
 
     cvc = table if "comm_share" in table.columns else compute_vs_comm(table)
     cvc = cvc.sort_values(["app", "dtype", "nodes", "world_size"]).reset_index(drop=True)
@@ -255,7 +255,7 @@ def plot_compute_vs_comm(table: pd.DataFrame, scale: str = "auto") -> Plot:
 def _stacked(ax, cvc: pd.DataFrame, shares: bool) -> None:
     import numpy as np
 
-    from hpcprof_kit.traces.figure import COLORS
+    from hpcprof_kit.traces.plots.figure import COLORS
 
     labels = [
         f"{r.dtype}\n{r.world_size} rank{'s' * (r.world_size > 1)}, {r.nodes} node{'s' * (r.nodes > 1)}"

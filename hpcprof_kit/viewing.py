@@ -228,7 +228,7 @@ def open_in_perfetto(
 
 def _run_dir_of(folder: Path) -> Path | None:
     """The run directory holding ``folder`` (itself, or up to three levels above), if any."""
-    from hpcprof_kit.traces.loader import RUN_DIR_MARKERS
+    from hpcprof_kit.traces.table.loader import RUN_DIR_MARKERS
 
     for candidate in (folder, *list(folder.parents)[:3]):
         if any((candidate / m).is_file() for m in RUN_DIR_MARKERS):
@@ -249,7 +249,7 @@ def _merged_path(folder: Path) -> Path:
 def _merged(folder: Path, out: str | os.PathLike[str] | None, align: str, refresh: bool) -> Path:
     from hpcprof_kit.errors import TraceFormatError
     from hpcprof_kit.traces import merge_to_chrome
-    from hpcprof_kit.traces.loader import find_trace_files
+    from hpcprof_kit.traces.table.loader import find_trace_files
 
     target = Path(out) if out is not None else _merged_path(folder)
     try:

@@ -23,7 +23,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit import traces as A
-from hpcprof_kit.traces.ops import _thread_codes
+from hpcprof_kit.traces.analyses.ops import _thread_codes
 
 from must_have import missing
 

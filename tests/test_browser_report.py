@@ -14,7 +14,7 @@ import pytest
 from browser.lab import CHROMIUM, chromium_browser
 from planted import Planted
 
-from hpcprof_kit.traces.run_report import PANES, report
+from hpcprof_kit.traces.reporting.report import PANES, report
 
 from must_have import missing
 

@@ -24,7 +24,7 @@ from hpcprof_kit.exercises.nb09 import (
 )
 from hpcprof_kit.traces import load
 from hpcprof_kit.traces.corpus import KINDS, corpus_run
-from hpcprof_kit.traces.run_report import report
+from hpcprof_kit.traces.reporting.report import report
 
 ANSWER_KEY = Path(__file__).resolve().parents[1] / "docs" / "instructors.md"
 WORKED_SEED = 14  # the run docs/instructors.md works through

@@ -43,9 +43,9 @@ def test_the_reference_modules_keep_runnable_examples():
         "hpcprof_kit.affinity.plan", "hpcprof_kit.affinity.cpulist", "hpcprof_kit.ranks",
         "hpcprof_kit.jobs.backends.outcome", "hpcprof_kit.jobs.backends.slurm",
         "hpcprof_kit.jobs.backends.pbs", "hpcprof_kit.jobs.rundir", "hpcprof_kit.nsight.stats",
-        "hpcprof_kit.nsight.plan", "hpcprof_kit.ondemand.dynolog", "hpcprof_kit.traces.loader",
-        "hpcprof_kit.traces.patterns", "hpcprof_kit.traces.intervals", "hpcprof_kit.traces.order",
-        "hpcprof_kit.traces.hta_compat", "hpcprof_kit.jobs.catalog", "hpcprof_kit.jobs.resolved",
+        "hpcprof_kit.nsight.plan", "hpcprof_kit.ondemand.dynolog", "hpcprof_kit.traces.table.loader",
+        "hpcprof_kit.traces.read.patterns", "hpcprof_kit.traces.analyses.intervals", "hpcprof_kit.traces.table.order",
+        "hpcprof_kit.traces.analyses.hta_compat", "hpcprof_kit.jobs.catalog", "hpcprof_kit.jobs.resolved",
     ]:  # fmt: skip
         assert _runnable(name) > 0, f"{name}: no docstring example runs"
 

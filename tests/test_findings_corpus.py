@@ -10,8 +10,8 @@ import pytest
 from diagnosis_corpus import KINDS, Problem, Run
 
 from hpcprof_kit import traces
-from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces import findings as fnd
+from hpcprof_kit.traces.view.run_view import RunView
 
 SHAPE = {"ranks": 4, "steps": 6, "gemms": 6, "gemm_us": 1000.0, "jitter": 0.03}
 EVERY = list(range(SHAPE["ranks"]))
@@ -34,8 +34,7 @@ def diagnose(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = traces.load(path)
-    b = bd.step_breakdown(df)
-    return fnd.find(df, b, bd.rank_steps(b))
+    return fnd.find(RunView.of(df))
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +133,7 @@ def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path, capsys
         assert "no ProfilerStep steps" in found.coverage[kind]
     # the rules that need no steps ran over the whole trace
     assert "pageable_copy" not in found.coverage and "allocator_churn" not in found.coverage
-    from hpcprof_kit.traces.run_report import report
+    from hpcprof_kit.traces.reporting.report import report
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -147,7 +146,7 @@ def test_a_trace_without_steps_names_the_rules_it_could_not_run(tmp_path, capsys
     assert "not run: straggler: the trace has no ProfilerStep steps" in out
     assert "none of the rules triggered" not in out
     # the HTML report and the notebook display say the same
-    from hpcprof_kit.traces.report_html import findings_html
+    from hpcprof_kit.traces.reporting.html import findings_html
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

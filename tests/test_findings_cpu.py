@@ -12,8 +12,8 @@ import pytest
 from cpu_corpus import CpuRun
 
 from hpcprof_kit import traces
-from hpcprof_kit.traces import breakdown as bd
 from hpcprof_kit.traces import findings as fnd
+from hpcprof_kit.traces.view.run_view import RunView
 
 STEPS = list(range(1, 7))  # step 0 is the warm-up step the rules compare, not a problem step
 
@@ -22,8 +22,7 @@ def diagnose(path) -> fnd.Findings:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = traces.load(path, cache=False)
-    b = bd.step_breakdown(df)
-    return fnd.find(df, b, bd.rank_steps(b))
+    return fnd.find(RunView.of(df))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit import traces
-from hpcprof_kit.traces.run_report import report
+from hpcprof_kit.traces.reporting.report import report
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "traces" / "gpu_pathologies"
 RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up
@@ -107,8 +107,8 @@ def test_the_report_reads_no_trace_file_again(tmp_path, monkeypatch, case, kind)
     """The loader keeps the arguments the rules read (copy bytes, input types): the report
     names the same problem, with the same numbers, with every search of the trace files for
     arguments refused, as it did when it searched them."""
-    from hpcprof_kit.traces import event_args_files
-    from hpcprof_kit.traces.findings import args as fargs
+    from hpcprof_kit.traces.read import event_args_files
+    from hpcprof_kit.traces.view import args as fargs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

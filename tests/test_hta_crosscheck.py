@@ -3,7 +3,7 @@
 HTA runs in its own ``.venv-hta`` (it needs pandas<3; ``benchmarks/hta_env.py``
 builds it on first use, about two minutes, and later runs reuse it) and writes its temporal
 breakdown and comm/compute overlap as JSON. The kit computes the same figures from its own
-trace table under HTA's definitions (``hpcprof_kit.traces.hta_compat``). The figures must be
+trace table under HTA's definitions (``hpcprof_kit.traces.analyses.hta_compat``). The figures must be
 equal: to the µs for times, with HTA's own rounding of sub-µs timestamps reproduced, and to
 HTA's two decimals for percentages. ``docs/hta-crosscheck.md`` shows them side by side.
 
@@ -24,7 +24,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces import hta_compat
+from hpcprof_kit.traces.analyses import hta_compat
 
 from must_have import missing
 

@@ -1,6 +1,6 @@
 """The device's idle time split and the kernel launch stats, against HTA 0.5.0 (issue #23).
 
-``hpcprof_kit.traces.device_idle`` computes HTA's ``get_idle_time_breakdown`` and
+``hpcprof_kit.traces.analyses.device_idle`` computes HTA's ``get_idle_time_breakdown`` and
 ``get_cuda_kernel_launch_stats`` from the kit's trace table. HTA computes its own in
 ``.venv-hta`` (``benchmarks/hta_env.py``; the HTA runs of ``tests/test_hta_crosscheck.py``,
 whose fixture this file reuses). On the shared CUDA traces the figures must be equal: every
@@ -43,8 +43,8 @@ from test_hta_crosscheck import (  # the HTA runs and tables of the cross-check,
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces import device_idle
-from hpcprof_kit.traces.device_idle import idle_split, launch_stats, launch_summary
+from hpcprof_kit.traces.analyses import device_idle
+from hpcprof_kit.traces.analyses.device_idle import idle_split, launch_stats, launch_summary
 
 from must_have import missing
 

@@ -10,7 +10,7 @@ import pytest
 from browser.notebooks import NOTEBOOKS, Shows
 from nbval_shown import declared, png_size, shown
 
-from hpcprof_kit.traces.figure import Plot, new_figure
+from hpcprof_kit.traces.plots.figure import Plot, new_figure
 
 
 def _figure_png() -> str:

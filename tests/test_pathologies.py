@@ -18,8 +18,8 @@ from hpcprof_kit import traces
 from hpcprof_kit.apps.pathologies import PROBLEMS, main, problems
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.timing import load_timings
-from hpcprof_kit.traces.breakdown import step_breakdown
-from hpcprof_kit.traces.run_report import report
+from hpcprof_kit.traces.analyses.breakdown import step_breakdown
+from hpcprof_kit.traces.reporting.report import report
 
 PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
            "--prof-repeat", "1"]  # fmt: skip

@@ -15,9 +15,9 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces import plots as P
-from hpcprof_kit.traces.breakdown import PARTS, rank_steps
-from hpcprof_kit.traces.rank_pick import pick_ranks
+from hpcprof_kit.traces.analyses.breakdown import PARTS, rank_steps
+from hpcprof_kit.traces.analyses.rank_pick import pick_ranks
+from hpcprof_kit.traces.plots import charts as P
 
 FIXTURE = Path(__file__).parent / "fixtures" / "traces" / "ddp_cpu_2rank"
 Q = [0.0, 0.1, 0.5, 0.9, 1.0]

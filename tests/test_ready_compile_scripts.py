@@ -11,7 +11,7 @@ from hpcprof_kit import traces
 from hpcprof_kit.jobs import submit, wait_for
 from hpcprof_kit.jobs.catalog import catalog, catalog_specs
 from hpcprof_kit.systems import system_names
-from hpcprof_kit.traces.findings import COMPILED_REGION
+from hpcprof_kit.traces.view.names import COMPILED_REGION
 
 TWINS = (("train", "train-compile"), ("train-profile", "train-compile-profile"))
 APP = "python3 -m hpcprof_kit.apps.train"

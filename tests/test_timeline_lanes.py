@@ -20,8 +20,8 @@ from test_traces_analyses_tables import table
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces import lanes as L
-from hpcprof_kit.traces.breakdown import step_spans
+from hpcprof_kit.traces.analyses import lanes as L
+from hpcprof_kit.traces.analyses.breakdown import step_spans
 
 DDP = Path(__file__).parent / "fixtures" / "traces" / "ddp_cpu_2rank"
 PHASE_NAMES = ["forward", "backward", "optimizer"]

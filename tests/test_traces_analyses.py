@@ -10,7 +10,7 @@ from test_traces_analyses_tables import table
 
 from hpcprof_kit import traces as A
 from hpcprof_kit.errors import SpecError, TraceFormatError
-from hpcprof_kit.traces import intervals as iv
+from hpcprof_kit.traces.analyses import intervals as iv
 
 PART_COLS = [f"{p}_ns" for p in A.PARTS]
 
@@ -228,7 +228,7 @@ def test_comm_overlap_is_the_breakdown_summed(evs):
     assert ov["hidden_ns"] == bd["hidden_comm_ns"].sum()
     assert ov["compute_ns"] == (bd["compute_ns"] + bd["hidden_comm_ns"]).sum()
     # hidden comm measured directly: comm and compute at the same instant, inside the steps
-    from hpcprof_kit.traces.breakdown import rank_sets
+    from hpcprof_kit.traces.analyses.breakdown import rank_sets
 
     _, sets = rank_sets(df)
     both = iv.union_of(sets["comm"], sets["compute"])

@@ -1,11 +1,11 @@
-"""(No tests here.) Build small trace tables by hand (the contract of hpcprof_kit/traces/schema.py) for tests."""
+"""(No tests here.) Build small trace tables by hand (the contract of hpcprof_kit/traces/table/schema.py) for tests."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from hpcprof_kit.traces.schema import COLUMNS
+from hpcprof_kit.traces.table.schema import COLUMNS
 
 DEFAULTS = {
     "rank": 0,

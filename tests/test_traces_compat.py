@@ -15,8 +15,8 @@ import pytest
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import load
-from hpcprof_kit.traces.at_scale import cache as trace_cache
-from hpcprof_kit.traces.schema import check_table
+from hpcprof_kit.traces.read import cache as trace_cache
+from hpcprof_kit.traces.table.schema import check_table
 
 pytestmark = pytest.mark.shared_traces
 

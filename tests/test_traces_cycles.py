@@ -10,7 +10,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import KitWarning, TraceFormatError
-from hpcprof_kit.traces import plots
+from hpcprof_kit.traces.plots import charts as plots
 
 
 @pytest.fixture(scope="module")

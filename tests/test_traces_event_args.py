@@ -17,7 +17,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces.event_args_table import COLUMNS, event_args
+from hpcprof_kit.traces.table.event_args import COLUMNS, event_args
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 
@@ -251,7 +251,7 @@ def test_traces_event_args_stays_the_function_after_its_module_is_imported():
 
 
 def test_the_key_search_reads_the_same_events_with_and_without_memmem(tmp_path, monkeypatch):
-    from hpcprof_kit.traces import event_args_files as eaf
+    from hpcprof_kit.traces.read import event_args_files as eaf
 
     h100 = FIXTURES / "cuda_h100" / "eager-0-of-1.json.gz"
     keyless = tmp_path / "plain-0-of-2.json"  # a header that says "world_size", no arg key
@@ -279,7 +279,7 @@ def test_the_key_search_reads_the_same_events_with_and_without_memmem(tmp_path, 
 def test_many_rank_files_read_in_parallel_give_the_serial_answer(tmp_path, monkeypatch):
     """More rank files than the reader's cache holds are read by worker processes too: the
     same rows in the same order as one process reading them, a missing file skipped alike."""
-    from hpcprof_kit.traces.findings import args as fargs
+    from hpcprof_kit.traces.view import args as fargs
 
     n = fargs.PARALLEL_FROM + 3
     meta = {}
@@ -303,7 +303,7 @@ def test_the_loader_keeps_the_arguments_so_no_file_is_searched(tmp_path, monkeyp
     """The loader keeps the arguments the rules read as it reads each file: the rules search
     no file, and get what searching every file gives. Without them (a cache copy of old), the
     files the loader found any argument key in are searched, and only those."""
-    from hpcprof_kit.traces.findings import args as fargs
+    from hpcprof_kit.traces.view import args as fargs
 
     copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)",
             "ts": 10, "dur": 2, "args": {"bytes": 4096, "correlation": 7}}  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces import classify_comm, load, load_file
-from hpcprof_kit.traces.schema import check_table
+from hpcprof_kit.traces.table.schema import check_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 

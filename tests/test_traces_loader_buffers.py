@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from hpcprof_kit.traces import load
-from hpcprof_kit.traces import stream as trace_stream
-from hpcprof_kit.traces.schema import check_table
+from hpcprof_kit.traces.read import stream as trace_stream
+from hpcprof_kit.traces.table.schema import check_table
 
 from launch import run_ok
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpcprof_kit.traces import load, parts
-from hpcprof_kit.traces import stream as trace_stream
-from hpcprof_kit.traces.at_scale import cache as trace_cache
+from hpcprof_kit.traces import load
+from hpcprof_kit.traces.read import cache as trace_cache
+from hpcprof_kit.traces.read import parts
+from hpcprof_kit.traces.read import stream as trace_stream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 

@@ -16,9 +16,9 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import KitWarning, SpecError, TraceFormatError
-from hpcprof_kit.traces import memory as M
-from hpcprof_kit.traces import stream
-from hpcprof_kit.traces.memory_events import file_memory_events, of_kept
+from hpcprof_kit.traces.analyses import memory as M
+from hpcprof_kit.traces.read import stream
+from hpcprof_kit.traces.read.memory_events import file_memory_events, of_kept
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
 MEMORY = FIXTURES / "memory"  # 2 DDP ranks x 2 schedule cycles, recorded by record.py there
@@ -277,7 +277,7 @@ def test_plot_memory_draws_each_rank_with_the_steps_marked():
 @pytest.mark.parametrize("piece", [97, 4096])
 def test_memory_events_read_in_small_pieces_are_the_same(monkeypatch, tmp_path, piece):
     """Objects cut by the end of a piece are read whole from the next one."""
-    from hpcprof_kit.traces import memory_events as E
+    from hpcprof_kit.traces.read import memory_events as E
 
     path = tmp_path / "train-0-of-2.json"
     with gzip.open(MEMORY / "traces" / "train-0-of-2.json.gz", "rb") as fh:
@@ -285,7 +285,7 @@ def test_memory_events_read_in_small_pieces_are_the_same(monkeypatch, tmp_path, 
     E._read.cache_clear()
     whole = E.file_memory_events(str(path))
     E._read.cache_clear()
-    monkeypatch.setattr("hpcprof_kit.traces.stream.READ_BYTES", piece)
+    monkeypatch.setattr("hpcprof_kit.traces.read.text.READ_BYTES", piece)
     monkeypatch.setattr(E, "_TAIL", 1000)  # a [memory] object of this trace is ~330 bytes
     cut = E.file_memory_events(str(path))
     E._read.cache_clear()
@@ -296,7 +296,7 @@ def test_memory_events_read_in_small_pieces_are_the_same(monkeypatch, tmp_path, 
 
 def test_memory_events_in_another_key_order_and_with_nulls(tmp_path):
     """args before the name, a null Total Allocated, a GPU event: read as written."""
-    from hpcprof_kit.traces import memory_events as E
+    from hpcprof_kit.traces.read import memory_events as E
 
     path = tmp_path / "other-0-of-1.json"
     path.write_text(
@@ -343,7 +343,7 @@ def test_the_loader_keeps_the_memory_events_as_the_file_has_them(monkeypatch, sc
 def test_the_memory_pane_and_the_rules_read_no_trace_file_again(monkeypatch):
     """The report (its memory pane, the allocator rules) and the memory timeline give the same
     answers with every read of a trace file for [memory] events refused."""
-    from hpcprof_kit.traces import memory_events
+    from hpcprof_kit.traces.read import memory_events
 
     df = _load(FIXTURES / "gpu_pathologies" / "allocator_churn" / "traces")
     old = {

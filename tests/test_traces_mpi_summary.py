@@ -23,10 +23,10 @@ from hpcprof_kit import traces as A
 from hpcprof_kit.cli import main
 from hpcprof_kit.errors import SpecError
 from hpcprof_kit.jobs import JobSpec, submit
-from hpcprof_kit.traces.at_scale.mpi_summary import rank_units, share
-from hpcprof_kit.traces.at_scale.summary import combine, summarise, summarise_rank
-from hpcprof_kit.traces.at_scale.summary_store import read_summary, write_summary
-from hpcprof_kit.traces.breakdown import SUMMARY_COLUMNS
+from hpcprof_kit.traces.analyses.breakdown import SUMMARY_COLUMNS
+from hpcprof_kit.traces.reporting.mpi_summary import rank_units, share
+from hpcprof_kit.traces.reporting.summary_store import read_summary, write_summary
+from hpcprof_kit.traces.view.summary import combine, summarise, summarise_rank
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "traces"
@@ -195,7 +195,7 @@ def test_no_file_loaded_fails_the_job(mpiexec, tmp_path):
 def test_a_rank_that_fails_mid_analysis_aborts_the_job(mpiexec, run_with_a_bad_file, tmp_path):
     crash = (
         "import sys\n"
-        "from hpcprof_kit.traces.at_scale import mpi_summary as m\n"
+        "from hpcprof_kit.traces.reporting import mpi_summary as m\n"
         "def boom(files): raise RuntimeError('disk vanished')\n"
         "if m.world().Get_rank() == 1: m.summarise_unit = boom\n"
         "from hpcprof_kit.cli import main\n"
@@ -248,7 +248,7 @@ def test_summary_help_states_the_exit_status(capsys):
 
 def test_mpi_without_mpi4py_names_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)
-    from hpcprof_kit.traces.at_scale.mpi_summary import world
+    from hpcprof_kit.traces.reporting.mpi_summary import world
 
     with pytest.raises(SpecError, match="--mpi needs mpi4py"):
         world()

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces import load, loader
-from hpcprof_kit.traces.loader import lanes
-from hpcprof_kit.traces.parts import Part, join, read, save
-from hpcprof_kit.traces.schema import check_table
+from hpcprof_kit.traces import load
+from hpcprof_kit.traces.read.parts import Part, join, read, save
+from hpcprof_kit.traces.table import loader
+from hpcprof_kit.traces.table.loader import lanes
+from hpcprof_kit.traces.table.schema import check_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 

@@ -17,7 +17,7 @@ from test_traces_analyses_tables import table
 
 from hpcprof_kit import traces as A
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces import plots as P
+from hpcprof_kit.traces.plots import charts as P
 
 
 def _busy_lane(n: int = 10_000) -> list[tuple]:

@@ -17,9 +17,9 @@ from planted import Planted
 from hpcprof_kit import traces
 from hpcprof_kit.cli import main
 from hpcprof_kit.errors import SpecError, TraceFormatError
-from hpcprof_kit.traces.breakdown import rank_steps
+from hpcprof_kit.traces.analyses.breakdown import rank_steps
 from hpcprof_kit.traces.findings import FINDING_KINDS
-from hpcprof_kit.traces.run_report import PANES, report
+from hpcprof_kit.traces.reporting.report import PANES, report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 THREE = {"slow": {5: 1.6}, "host_gap": {2: 6000.0}, "comm_us": 8000.0}
@@ -260,8 +260,8 @@ def _same_findings(a: list[dict], b: list[dict]) -> None:
 
 @pytest.mark.parametrize("case", ["three", "sync", "short", "warmup", "clean"])
 def test_a_report_of_rank_summaries_finds_what_the_whole_table_finds(runs, case):
-    from hpcprof_kit.traces.at_scale.summary import combine, summarise_rank
-    from hpcprof_kit.traces.run_report import report_from_summary
+    from hpcprof_kit.traces.reporting.report import report_from_summary
+    from hpcprof_kit.traces.view.summary import combine, summarise_rank
 
     whole = report(runs[case])
     summaries = [summarise_rank(traces.load(f)) for f in sorted(runs[case].glob("*.json"))]
@@ -276,8 +276,8 @@ def test_a_report_of_rank_summaries_finds_what_the_whole_table_finds(runs, case)
 
 
 def test_the_graph_breaks_of_a_compiled_run_survive_its_summary():
-    from hpcprof_kit.traces.at_scale.summary import summarise
-    from hpcprof_kit.traces.run_report import report_from_summary
+    from hpcprof_kit.traces.reporting.report import report_from_summary
+    from hpcprof_kit.traces.view.summary import summarise
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from planted import KERNELS, Planted
 
-from hpcprof_kit.traces.device_idle import idle_split
-from hpcprof_kit.traces.run_report import report
+from hpcprof_kit.traces.analyses.device_idle import idle_split
+from hpcprof_kit.traces.reporting.report import report
 
 
 class Intermittent(Planted):

@@ -1,4 +1,4 @@
-"""The compiled trace scanner (``hpcprof_kit/traces/at_scale/_scan.c``) gives exactly the table msgspec
+"""The compiled trace scanner (``hpcprof_kit/traces/read/_scan.c``) gives exactly the table msgspec
 gives.
 
 Each slice the scanner reads in full must come out as the msgspec path reads it; a slice it
@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcprof_kit.errors import TraceFormatError
-from hpcprof_kit.traces import stream
-from hpcprof_kit.traces.kept_args import COLUMNS
-from hpcprof_kit.traces.memory_events import file_memory_events, of_kept
+from hpcprof_kit.traces.read import stream
+from hpcprof_kit.traces.read.kept_args import COLUMNS
+from hpcprof_kit.traces.read.memory_events import file_memory_events, of_kept
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "traces"
@@ -35,7 +35,7 @@ def test_the_compiled_scanner_is_built():
     # setup.py builds it at install; CI installs gcc. Without it every slice goes to msgspec,
     # correct but about 2.6x slower (benchmarks/bench_parse.py).
     assert stream._scan is not None, (
-        "hpcprof_kit/traces/at_scale/_scan.c was not compiled: install a C compiler (gcc) and run "
+        "hpcprof_kit/traces/read/_scan.c was not compiled: install a C compiler (gcc) and run "
         "'pip install -e .' again"
     )
 

@@ -57,7 +57,7 @@ def plan_steps(runs: Runs) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from hpcprof_kit.traces.breakdown import step_spans
+    from hpcprof_kit.traces.analyses.breakdown import step_spans
 
     frames = []
     for plan, df in _tables(runs).items():
@@ -82,7 +82,7 @@ def plan_ops(runs: Runs, n: int = 5) -> pd.DataFrame:
     import pandas as pd
 
     from hpcprof_kit import traces
-    from hpcprof_kit.traces.breakdown import step_spans
+    from hpcprof_kit.traces.analyses.breakdown import step_spans
 
     frames = []
     for plan, df in _tables(runs).items():
@@ -133,7 +133,7 @@ def compare_profiles(runs: Runs, n: int = 5) -> pd.DataFrame:
 def _self_ms_per_step(df: pd.DataFrame, name: str) -> float:
     """Self ms per recorded step of one op (or kernel) in one plan's table; 0 when it never ran."""
     from hpcprof_kit import traces
-    from hpcprof_kit.traces.breakdown import step_spans
+    from hpcprof_kit.traces.analyses.breakdown import step_spans
 
     steps = max(len(step_spans(df)), 1)
     for top in (traces.top_ops(df, 10**9), traces.top_kernels(df, 10**9)):

@@ -3,7 +3,7 @@
     mpiexec -n 8 python -m hpcprof_kit.apps.analyze runs/train_aurora_N64_R12_.../ [--out DIR]
 
 The MPI ranks share the trace files out, each loads one rank file at a time and summarises
-it (:mod:`hpcprof_kit.traces.at_scale.mpi_summary`); rank 0 prints the per-rank summary table and
+it (:mod:`hpcprof_kit.traces.reporting.mpi_summary`); rank 0 prints the per-rank summary table and
 writes ``tables/*.csv``, ``plots/*.png`` and ``summaries/rank-<r>.npz`` under ``--out``
 (default: this job's run directory, ``$HPCPROF_RUN_DIR``). Submitted through the jobs layer::
 
@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _body(argv: list[str] | None) -> int:
     from hpcprof_kit.cli.traces import print_summary
-    from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
+    from hpcprof_kit.traces.reporting.mpi_summary import run_summary
 
     args = parse_args(argv)
     out = args.out or current_run_dir()

@@ -157,7 +157,7 @@ def nothing_loaded(ranks: dict) -> str:
 def summary_table(df):
     """Per rank: kind, events, steps, and the breakdown parts summed over the steps (ms)."""
     from hpcprof_kit.traces import step_breakdown
-    from hpcprof_kit.traces.at_scale.summary import rank_table
+    from hpcprof_kit.traces.view.summary import rank_table
 
     return rank_table(step_breakdown(df), df.groupby("rank").size())
 
@@ -166,7 +166,7 @@ def default_out(paths: list[str]) -> Path | None:
     """Where --mpi writes when --out is not given: the job's run directory, else PATH when
     it is one run directory, else nowhere."""
     from hpcprof_kit.paths import current_run_dir
-    from hpcprof_kit.traces.loader import RUN_DIR_MARKERS
+    from hpcprof_kit.traces.table.loader import RUN_DIR_MARKERS
 
     here = current_run_dir()
     if here is not None:
@@ -178,7 +178,7 @@ def default_out(paths: list[str]) -> Path | None:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     if args.mpi:
-        from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
+        from hpcprof_kit.traces.reporting.mpi_summary import run_summary
 
         out = args.out or default_out(args.path)
         run = run_summary(args.path, out=out)
@@ -192,8 +192,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     df = _load(args.path)
     skipped = {r: m["skipped"] for r, m in df.attrs["ranks"].items() if m.get("skipped")}
     if args.out:
-        from hpcprof_kit.traces.at_scale.summary import summarise
-        from hpcprof_kit.traces.at_scale.summary_store import write_plots, write_tables
+        from hpcprof_kit.traces.reporting.summary_store import write_plots, write_tables
+        from hpcprof_kit.traces.view.summary import summarise
 
         run = summarise(df)
         write_tables(run, Path(args.out) / "tables")
@@ -216,15 +216,15 @@ def print_summary(table, skipped: dict, as_json: bool) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from hpcprof_kit.errors import SpecError
-    from hpcprof_kit.traces.run_report import report
+    from hpcprof_kit.traces.reporting.report import report
 
     if args.top < 1:
         raise SpecError(f"--top {args.top} is not a number of rows; pass --top 1 or more")
     if args.output:
         _refuse_existing(args.output, args.force)
     if args.mpi:
-        from hpcprof_kit.traces.at_scale.mpi_summary import run_summary
-        from hpcprof_kit.traces.run_report import report_from_summary
+        from hpcprof_kit.traces.reporting.mpi_summary import run_summary
+        from hpcprof_kit.traces.reporting.report import report_from_summary
 
         run = run_summary(args.path)
         if run is None:  # not MPI rank 0: rank 0 speaks for the job
@@ -292,7 +292,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from hpcprof_kit.traces import plots
+    from hpcprof_kit.traces.plots import charts as plots
 
     draw = {
         "timeline": plots.plot_timeline,

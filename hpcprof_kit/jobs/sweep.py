@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from hpcprof_kit.jobs.handle import Job
-    from hpcprof_kit.traces.figure import Plot
+    from hpcprof_kit.traces.plots.figure import Plot
 
 __all__ = ["SWEEP_FILE", "Sweep", "Variant", "parse_vary"]
 

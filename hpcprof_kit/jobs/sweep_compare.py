@@ -29,7 +29,7 @@ from hpcprof_kit.errors import KitError, SpecError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from hpcprof_kit.traces.figure import Plot
+    from hpcprof_kit.traces.plots.figure import Plot
 
 COMPARISON = "comparison.csv"
 SHARES = ("compute_share", "comm_share", "exposed_comm_share", "idle_share")
@@ -239,7 +239,7 @@ def plot_sweep(table: pd.DataFrame) -> Plot:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from hpcprof_kit.traces.figure import Plot
+    from hpcprof_kit.traces.plots.figure import Plot
 
     shown = table[["step_median_ms", "step_p10_ms", "step_p90_ms", "outlier", "state"]]
     labels = [" ".join(f"{_short(c)}={table.at[i, c]}" for c in table.columns

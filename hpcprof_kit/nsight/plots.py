@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hpcprof_kit.errors import SpecError
-from hpcprof_kit.traces.figure import COLORS, Plot, new_figure
+from hpcprof_kit.traces.plots.figure import COLORS, Plot, new_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

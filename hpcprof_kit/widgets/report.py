@@ -13,7 +13,7 @@ def report_tabs(rep: Any):
     showing a report costs one pane's plots."""
     import ipywidgets as w
 
-    from hpcprof_kit.traces.report_html import STYLE, findings_html, pane_html
+    from hpcprof_kit.traces.reporting.html import STYLE, findings_html, pane_html
 
     style = f"<style>{STYLE.replace('body {', '.hpk-report {')}</style>"
     names = list(rep.panes)

@@ -20,7 +20,7 @@ def trace_steps(df: Any) -> list[int]:
     >>> trace_steps(load("runs/x/traces"))       # doctest: +SKIP
     [2, 3]
     """
-    from hpcprof_kit.traces.breakdown import STEP_PREFIX
+    from hpcprof_kit.traces.analyses.breakdown import STEP_PREFIX
 
     names = (str(n) for n in df["name"].cat.categories)
     tails = (n[len(STEP_PREFIX) :] for n in names if n.startswith(STEP_PREFIX))
@@ -54,7 +54,7 @@ class TimelineZoom:
 
     def redraw(self, step: int | tuple[int, int]) -> None:
         """Draw steps ``step`` (one number or ``(first, last)``) at their own level of detail."""
-        from hpcprof_kit.traces.timeline import plot_timeline
+        from hpcprof_kit.traces.plots.timeline import plot_timeline
 
         window = (step, step) if isinstance(step, int) else tuple(step)
         try:

@@ -1,7 +1,7 @@
 """Findings: what looks wrong with a run, the number that says so, the events behind it, the
 estimated gain if fixed, and what to try. Every rule is deterministic and reads one prepared
-view of the run (:class:`~hpcprof_kit.traces.findings.base.RunView`: the step breakdown, the
-straggler table, the per-rank-and-step :func:`signals`), so the same trace always gives the
+view of the run (:class:`~hpcprof_kit.traces.view.run_view.RunView`: the step breakdown, the
+straggler table, the per-rank-and-step signals), so the same trace always gives the
 same findings, and a report of per-rank summaries finds what a report of the table finds.
 
 One module per rule family, each rule one function registered with its kind, definition,
@@ -9,7 +9,7 @@ threshold, noise test and advice (:data:`RULES`): ``ranks`` (straggler, one rank
 ``steps`` (warmup, variance), ``comm`` (exposed, small, slow collectives), ``host`` (device
 idle, DataLoader, syncs, launches, short kernels), ``copies`` (pageable, blocking),
 ``alloc`` (allocator churn), ``kernels`` (tensor cores, graph breaks). On a CPU-only run
-``launch_bound`` and ``allocator_churn`` read the host's own signals (``host_signals``: loops
+``launch_bound`` and ``allocator_churn`` read the host's own signals (``view.host_signals``: loops
 of tiny aten ops, large host blocks freed in their step). To add a rule: write
 its function in the family's module with ``@rule(...)`` and add its kind to
 ``FINDING_KINDS``.
@@ -33,18 +33,15 @@ The vocabulary (generated from the registry):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
-from . import steps as _steps  # noqa: F401
-from .base import RULES, Rule, RunView, needs_met, stepped
-from .names import COMPILED_REGION, SYNC_NAMES
-from .ranks import slower_names, slower_than_others, world_size
-from .signals import SHORT_KERNEL_NS, SIGNAL_COLUMNS, kernel_rows, signals, sync_gaps
+from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
+from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
+from hpcprof_kit.traces.findings.base import RULES, Rule, needs_met, stepped
+from hpcprof_kit.traces.findings.ranks import world_size
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+    from hpcprof_kit.traces.view.run_view import RunView
 
 FINDING_KINDS = (
     "straggler",
@@ -93,38 +90,17 @@ def vocabulary() -> str:
 __doc__ = (__doc__ or "") + vocabulary()
 
 
-def find(df: pd.DataFrame, b: pd.DataFrame, steps: pd.DataFrame, meta: dict | None = None
-         ) -> Findings:  # fmt: skip
-    """Every finding of a run, in ``FINDING_KINDS`` order.
-
-    ``b`` is ``step_breakdown(df)``, ``steps`` is ``rank_steps(b)`` and ``meta`` the per-rank
-    metadata (``df.attrs["ranks"]``, the default).
+def find(view: RunView) -> Findings:
+    """Every finding of a run, in ``FINDING_KINDS`` order, from its prepared view
+    (:class:`~hpcprof_kit.traces.view.run_view.RunView`: of the trace table, or of the
+    per-rank summaries of an ``--mpi`` report). The rules leave their findings and the reasons
+    one could not run in the view.
 
     >>> from hpcprof_kit import traces                                      # doctest: +SKIP
-    >>> df = traces.load("runs/x/traces")                                   # doctest: +SKIP
-    >>> b = traces.step_breakdown(df)                                       # doctest: +SKIP
-    >>> [f["kind"] for f in find(df, b, traces.rank_steps(b))]              # doctest: +SKIP
+    >>> from hpcprof_kit.traces.view.run_view import RunView                # doctest: +SKIP
+    >>> [f["kind"] for f in find(RunView.of(traces.load("runs/x/traces")))]  # doctest: +SKIP
     """
-    meta = df.attrs.get("ranks", {}) if meta is None else meta
-    gaps = sync_gaps(df)
-    return find_in(b, steps, signals(df, gaps, meta), meta, df, gaps=gaps)
-
-
-def find_in(
-    b: pd.DataFrame,
-    steps: pd.DataFrame,
-    sig: pd.DataFrame,
-    meta: dict,
-    df: pd.DataFrame | None = None,
-    slower: Callable[[int], list[dict]] | None = None,
-    gaps: pd.DataFrame | None = None,
-) -> Findings:
-    """The findings from a run's breakdown, ``rank_steps``, :func:`signals` and per-rank
-    metadata: what a run summary holds. ``df``, the trace table when there is one, adds
-    evidence (the host ops during device idle); ``gaps`` (:func:`sync_gaps` of ``df``) names
-    the sync calls; ``slower(rank)`` stands in for the straggler's slower kernels when there
-    is no table."""
-    view = RunView(b, steps, sig, meta, df, gaps, slower)
+    b = view.b
     out = Findings()
     out.coverage, out.notes = view.coverage, []
     if len(b) == 0:
@@ -155,7 +131,5 @@ def find_in(
     return out
 
 
-__all__ = ["COMPILED_REGION", "FINDING_KINDS", "RULES", "SHORT_KERNEL_NS", "SIGNAL_COLUMNS",
-           "SYNC_NAMES", "THRESHOLDS", "Findings", "find", "find_in", "kernel_rows", "signals",
-           "slower_names", "slower_than_others", "stepped", "sync_gaps", "vocabulary",
+__all__ = ["FINDING_KINDS", "RULES", "THRESHOLDS", "Findings", "find", "stepped", "vocabulary",
            "world_size"]  # fmt: skip

@@ -10,8 +10,9 @@ pages fault in again (seen in the ``[memory]`` events of ``profile_memory=True``
 
 from __future__ import annotations
 
-from .base import RunView, finding, lacks, rule, share_rule
-from .host_signals import CHURN_BYTES
+from hpcprof_kit.traces.findings.base import finding, lacks, rule, share_rule
+from hpcprof_kit.traces.view.host_signals import CHURN_BYTES
+from hpcprof_kit.traces.view.run_view import RunView
 
 CPU_CHURN_ADVICE = (
     "Allocate large buffers once, outside the loop, and reuse them (out= arguments, in-place "

@@ -1,5 +1,5 @@
-"""What every rule shares: the :class:`Rule` record and its registry, the prepared view of a
-run the rules read (:class:`RunView`), the finding's shape and the run's own noise.
+"""What every rule shares: the :class:`Rule` record and its registry, what a rule needs of the
+run's prepared view (:class:`~hpcprof_kit.traces.view.run_view.RunView`), the finding's shape.
 
 A rule is one function ``check(view) -> list[finding]`` registered with :func:`rule`, beside
 its kind, definition, threshold, noise test and advice. :func:`needs_met` says before it runs
@@ -14,19 +14,15 @@ columns); a rule that cannot run is named with why, never taken as "nothing foun
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hpcprof_kit.traces.view.run_view import RunView
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-# A rule fires only when its effect (ms per step) beats this many times the run's own spread.
-NOISE_TIMES = 3.0
-# A last step shorter than this share of the rank's median step was cut off by the profiler.
-TRUNCATED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,179 +56,6 @@ def rule(kind: str, *, definition: str, threshold: float, unit: str, noise: str,
         return check
 
     return register
-
-
-def _rank_spreads(rows: pd.DataFrame) -> list[float]:
-    """Per rank with four steps or more: 1.4826 x the MAD of its step wall times (ms), its
-    first step left out."""
-    ordered = rows.sort_values(["rank", "step"], kind="stable")
-    ranks = ordered["rank"].to_numpy()
-    wall = ordered["wall_ns"].to_numpy(dtype=float) / 1e6
-    spreads = []
-    for w in np.split(wall, np.flatnonzero(np.diff(ranks)) + 1) if wall.size else []:
-        w = w[1:]
-        if w.size >= 3:
-            spreads.append(1.4826 * float(np.median(np.abs(w - np.median(w)))))
-    return spreads
-
-
-def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
-    """``rows`` split by their rank (ranks ascending), each part in the order ``rows`` had:
-    one sort, not one pass over the table per rank.
-
-    >>> {r: v.tolist() for r, v in rows_by_rank(np.array([0, 1, 3]), np.array([1, 0, 5, 1])).items()}
-    {0: [1], 1: [0, 3]}
-    """
-    if not rows.size:
-        return {}
-    rows = rows[np.argsort(rank[rows], kind="stable")]
-    ranks = rank[rows]
-    cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
-    return {int(ranks[i]): p for i, p in zip(np.r_[0, cut],
-            np.split(rows, cut), strict=True)}  # fmt: skip
-
-
-def rank_walls(b: pd.DataFrame) -> list[tuple[int, np.ndarray, np.ndarray]]:
-    """Per rank (ascending) of a breakdown's real steps: the rank, its steps (ascending) and
-    their wall times (ns, float), split by :func:`rows_by_rank` rather than a pandas group per
-    rank.
-
-    >>> import pandas as pd
-    >>> [(r, s.tolist(), w.tolist()) for r, s, w in rank_walls(pd.DataFrame({"rank": [1, 0, 1],
-    ...     "step": [4, 2, 3], "wall_ns": [9, 5, 7]}))]
-    [(0, [2], [5.0]), (1, [3, 4], [7.0, 9.0])]
-    """
-    step = b["step"].to_numpy(dtype=np.int64)
-    rows = np.flatnonzero(step >= 0)
-    rows = rows[np.argsort(step[rows], kind="stable")]  # rows_by_rank keeps this order
-    wall = b["wall_ns"].to_numpy(dtype=float)
-    parts = rows_by_rank(rows, b["rank"].to_numpy(dtype=np.int64))
-    return [(r, step[p], wall[p]) for r, p in parts.items()]
-
-
-@dataclass
-class RunView:
-    """A run prepared once for every rule: ``b`` (``step_breakdown``), ``steps``
-    (``rank_steps``), ``sig`` (:func:`~hpcprof_kit.traces.findings.signals.signals`),
-    ``meta`` (per-rank metadata), and, when the trace table is at hand, ``df`` and ``gaps``;
-    ``slower(rank)`` stands in for the straggler's kernels when there is no table. Rules
-    leave their findings in ``found`` (later rules read them) and reasons in ``coverage``."""
-
-    b: pd.DataFrame
-    steps: pd.DataFrame
-    sig: pd.DataFrame
-    meta: dict
-    df: pd.DataFrame | None = None
-    gaps: pd.DataFrame | None = None
-    slower: Callable[[int], list[dict]] | None = None
-    found: dict[str, list[dict]] = field(default_factory=dict)
-    coverage: dict[str, str] = field(default_factory=dict)
-
-    @cached_property
-    def truncated(self) -> set[tuple[int, int]]:
-        """(rank, step) of last steps cut short by the end of the recording."""
-        out = set()
-        for rank, steps, wall in rank_walls(self.b):
-            if wall.size >= 3 and wall[-1] < TRUNCATED_SHARE * np.median(wall[:-1]):
-                out.add((rank, int(steps[-1])))
-        return out
-
-    @cached_property
-    def rows(self) -> pd.DataFrame:
-        """The breakdown rows the rules read: real steps less truncated ones, or, when the
-        trace has no steps, the rank's whole trace (step -1)."""
-        b = self.b
-        real = b[b["step"] >= 0]
-        if real.empty:
-            return b
-        keep = [
-            (int(r), int(s)) not in self.truncated
-            for r, s in zip(real["rank"], real["step"], strict=True)
-        ]
-        return real[np.asarray(keep, dtype=bool)]
-
-    @cached_property
-    def walls(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """:func:`rank_walls` of :attr:`rows`: per rank its steps and their wall times."""
-        return rank_walls(self.rows)
-
-    @cached_property
-    def _rows_index(self) -> pd.MultiIndex:
-        return self.rows.set_index(["rank", "step"]).index
-
-    @cached_property
-    def _sig_by_step(self) -> pd.DataFrame:
-        return self.sig.set_index(["rank", "step"])
-
-    @cached_property
-    def stepped(self) -> bool:
-        return bool((self.b["step"] >= 0).any())
-
-    @cached_property
-    def n_steps(self) -> int:
-        return int(self.rows.loc[self.rows["step"] >= 0, "step"].nunique())
-
-    @cached_property
-    def on_device(self) -> bool:
-        return bool((self.b["kind"] == "device").any())
-
-    @property
-    def step_noise_ms(self) -> float:
-        """The run's step-to-step spread: the median over ranks of 1.4826 x the MAD of the
-        rank's step wall times (ms), the first step and those a straggler finding explains
-        set aside; 0 with fewer than three steps."""
-        explained = frozenset(s for f in self.found.get("straggler", []) for s in f["steps"])
-        if explained not in self._noise:  # asked by every rule's noise test: made once
-            steady = self.rows[(self.rows["step"] >= 0) & ~self.rows["step"].isin(explained)]
-            spreads = _rank_spreads(steady)
-            self._noise[explained] = float(np.median(spreads)) if spreads else 0.0
-        return self._noise[explained]
-
-    @cached_property
-    def _noise(self) -> dict[frozenset, float]:
-        return {}
-
-    @cached_property
-    def spread_ms(self) -> float | None:
-        """The step-to-step spread over every step (none set aside; the first step dropped):
-        the median over ranks of 1.4826 x the MAD of the rank's step wall times (ms); None
-        when no rank has four steps or more, too few to measure a spread."""
-        spreads = _rank_spreads(self.rows[self.rows["step"] >= 0])
-        return float(np.median(spreads)) if spreads else None
-
-    def per_step(self, column: str) -> pd.Series:
-        """``sig[column]`` per (rank, step) of :attr:`rows` (0 where the signals have none)."""
-        # the (rank, step) indexes are built once per run, not once per rule
-        return self._sig_by_step[column].reindex(self._rows_index).fillna(0).astype(float)
-
-    def share(self, column: str) -> pd.Series:
-        """``sig[column]`` (ns) per (rank, step) as % of that step's wall time."""
-        import pandas as pd
-
-        wall = pd.Series(self.rows["wall_ns"].to_numpy(dtype=float), self._rows_index)
-        return 100.0 * self.per_step(column) / wall.where(wall > 0, np.nan)
-
-    def beats_noise(self, effect_ms: float) -> bool:
-        """Whether an effect of ``effect_ms`` per step (a median over the steps) stands out
-        of the run's own spread: above 3 x the uncertainty of a median of that many steps
-        (the step-to-step spread / sqrt(steps))."""
-        return effect_ms > NOISE_TIMES * self.step_noise_ms / max(1, self.n_steps) ** 0.5
-
-    def stands_out(self, effect_ms: float) -> bool:
-        """Whether an effect of ``effect_ms`` per step beats 3 x the step-to-step spread
-        itself (:attr:`spread_ms`), not only the uncertainty of a median: the stricter test
-        of a share under a rule's threshold. False when the run has too few steps to
-        measure its spread."""
-        spread = self.spread_ms
-        return spread is not None and effect_ms > NOISE_TIMES * max(spread, self.step_noise_ms)
-
-    def wall_ms(self) -> float:
-        """The median step wall time (ms) of :attr:`rows`."""
-        return (
-            float(np.median(self.rows["wall_ns"].to_numpy(dtype=float))) / 1e6
-            if len(self.rows)
-            else 0.0
-        )
 
 
 def needs_met(r: Rule, view: RunView) -> str | None:

@@ -8,10 +8,11 @@ bytes over each rank's link).
 
 from __future__ import annotations
 
-from . import names as N
-from .base import RULES, RunView, finding, pct, rule
-from .ranks import world_size
-from .signals import BIG_COLL_BYTES, SMALL_COLL_BYTES
+from hpcprof_kit.traces.findings.base import RULES, finding, pct, rule
+from hpcprof_kit.traces.findings.ranks import world_size
+from hpcprof_kit.traces.view import names as N
+from hpcprof_kit.traces.view.run_view import RunView
+from hpcprof_kit.traces.view.signals import BIG_COLL_BYTES, SMALL_COLL_BYTES
 
 FAR_BELOW = 0.15  # low bus bandwidth: under this share of what the link gives nccl-tests
 

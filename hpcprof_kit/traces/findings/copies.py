@@ -8,7 +8,8 @@ Pageable Memory") and device-to-host copies that block the host ("CUDA Synchrono
 
 from __future__ import annotations
 
-from .base import RunView, finding, rule, share_rule
+from hpcprof_kit.traces.findings.base import finding, rule, share_rule
+from hpcprof_kit.traces.view.run_view import RunView
 
 
 @rule(

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hpcprof_kit.traces.breakdown import bare, text_test
-
-from .base import RULES, RunView, finding, lacks, pct, rule, share_rule
+from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+from hpcprof_kit.traces.findings.base import RULES, finding, lacks, pct, rule, share_rule
+from hpcprof_kit.traces.view.run_view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -314,7 +314,7 @@ def tiny_op_names(df: pd.DataFrame, ranks: list[int], top: int = 3) -> list[dict
     first, with their count."""
     import numpy as np
 
-    from .host_signals import tiny_ops
+    from hpcprof_kit.traces.view.host_signals import tiny_ops
 
     df = bare(df)
     rank = df["rank"].to_numpy(dtype=np.int64)

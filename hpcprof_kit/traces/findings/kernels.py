@@ -7,8 +7,9 @@ matrix cores), and compiled graphs that break or recompile.
 
 from __future__ import annotations
 
-from . import names as N
-from .base import RULES, RunView, finding, rule
+from hpcprof_kit.traces.findings.base import RULES, finding, rule
+from hpcprof_kit.traces.view import names as N
+from hpcprof_kit.traces.view.run_view import RunView
 
 
 @rule(

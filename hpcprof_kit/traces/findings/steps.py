@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import RULES, RunView, finding, rule
+from hpcprof_kit.traces.findings.base import RULES, finding, rule
+from hpcprof_kit.traces.view.run_view import RunView
 
 
 def ramp_length(wall) -> int:

@@ -1,0 +1,363 @@
+"""The signals the rules read: per rank and step (-1: outside every step), the counts and
+times each rule measures, small enough to keep in a rank's summary. Summed or combined over
+ranks they give what the rules give on the whole table, so a report made of per-rank
+summaries finds what a report of the table finds.
+
+>>> SIGNAL_COLUMNS[:4]
+['rank', 'step', 'kernels', 'short_kernels']
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+from hpcprof_kit.traces.table.distinct import distinct
+from hpcprof_kit.traces.view import host_signals as H
+from hpcprof_kit.traces.view import names as N
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+SHORT_KERNEL_NS = 10_000
+TINY_KERNEL_NS = 20_000  # a kernel this short is paced by its launch, not by its work
+LAUNCH_GAP_NS = 500_000  # a longer gap before a tiny kernel is a pause, not a launch
+SMALL_COLL_BYTES = 1 << 20  # below this an all-reduce is latency-bound (nccl-tests' knee)
+BIG_COLL_BYTES = 4 << 20  # from this on an all-reduce is bandwidth-bound
+DRAINED_NS = 500_000  # a device idle this long before a sync had drained: the sync cost nothing
+NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls", "regions",
+           "kernel_ns", "loader_ns", "loader_idle_ns", "named_copies", "pageable_ns",
+           "pageable_bytes", "d2h_block_ns", "d2h_bytes", "alloc_calls", "alloc_ns",
+           "launch_idle_ns", "tiny_kernels", "gemm_ns", "fp32_gemm_ns", "colls", "sized_colls",
+           "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns", "tiny_ops",
+           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns"]  # fmt: skip
+SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, "region_names"]
+
+
+def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
+    """``rows`` split by their rank (ranks ascending), each part in the order ``rows`` had:
+    one sort, not one pass over the table per rank.
+
+    >>> {r: v.tolist() for r, v in rows_by_rank(np.array([0, 1, 3]), np.array([1, 0, 5, 1])).items()}
+    {0: [1], 1: [0, 3]}
+    """
+    if not rows.size:
+        return {}
+    rows = rows[np.argsort(rank[rows], kind="stable")]
+    ranks = rank[rows]
+    cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+    return {int(ranks[i]): p for i, p in zip(np.r_[0, cut],
+            np.split(rows, cut), strict=True)}  # fmt: skip
+
+
+def _by(rank, step, values, name: str):
+    import pandas as pd
+
+    frame = pd.DataFrame({"rank": rank, "step": step, name: values})
+    return frame.groupby(["rank", "step"])[name].sum()
+
+
+class _Busy:
+    """One rank's device busy time as merged intervals, to ask how much of a window it covers."""
+
+    def __init__(self, ts: np.ndarray, end: np.ndarray):
+        order = np.argsort(ts, kind="stable")
+        ts, end = ts[order], np.maximum.accumulate(end[order]) if ts.size else end
+        new = np.ones(ts.size, dtype=bool)
+        new[1:] = ts[1:] > end[:-1]
+        self.start = ts[new]
+        self.end = np.maximum.reduceat(end, np.flatnonzero(new)) if ts.size else end
+        self.cum = np.concatenate([[0], np.cumsum(self.end - self.start)])
+
+    def before(self, t: np.ndarray) -> np.ndarray:
+        """Busy time before each ``t``."""
+        i = np.searchsorted(self.start, t, side="right") - 1
+        inside = np.where(i >= 0, np.minimum(t, self.end[np.maximum(i, 0)]) - self.start[
+            np.maximum(i, 0)], 0)  # fmt: skip
+        return np.where(i >= 0, self.cum[np.maximum(i, 0)] + inside, 0)
+
+    def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.before(b) - self.before(a)
+
+
+def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | None = None,
+            args: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+    """Per rank and step the columns of ``SIGNAL_COLUMNS``: kernels (all, under 10 µs, their
+    ns, all kernel ns), the device idle after host syncs (:func:`sync_gaps`) and their calls,
+    the compiled regions, the DataLoader's host time and the device idle during it, copies
+    whose name says the memory kind, pageable host-to-device copies (ns, bytes), host time
+    blocked in device-to-host copies (ns, bytes), device allocations and frees (calls, ns),
+    the device idle before tiny kernels (launch pacing), GEMM time and its fp32 part, and
+    collectives (count, with known size, small ones and their ns, the big ones' bus bytes
+    and ns); on a rank without a device, its loops of tiny host ops and the large host
+    blocks it allocates and frees inside a step (:mod:`.host_signals`). ``meta`` (default
+    ``df.attrs["ranks"]``) names the files the arguments are read
+    from, unless ``args`` (:func:`~hpcprof_kit.traces.view.args.run_args`) is given."""
+    import pandas as pd
+
+    meta = df.attrs.get("ranks", {}) if meta is None else meta
+    df = bare(df)
+    key = ["rank", "step"]
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    step = df["step"].to_numpy(dtype=np.int64)
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    dev = df["device"].to_numpy() >= 0
+    track = _labels(df["track"])
+
+    def has(pattern) -> np.ndarray:
+        return text_test(df["name"], lambda s: s.str.contains(pattern, regex=True))
+
+    corr = df["corr"].to_numpy(dtype=np.int64)
+    ext = df["ext_id"].to_numpy(dtype=np.int64)
+    parts: list[pd.Series | pd.DataFrame] = []
+    gpu = (track == "gpu") & dev
+    short = gpu & (dur < SHORT_KERNEL_NS)
+    parts += [_by(rank[gpu], step[gpu], 1, "kernels"), _by(rank[short], step[short], 1,
+              "short_kernels"), _by(rank[short], step[short], dur[short], "short_ns"),
+              _by(rank[gpu], step[gpu], dur[gpu], "kernel_ns")]  # fmt: skip
+    gaps = sync_gaps(df) if gaps is None else gaps
+    if len(gaps):
+        once = gaps.groupby([*key, "next_device_ns"])["idle_after_ns"].max()
+        parts.append(once.groupby(level=key).sum().rename("sync_idle_ns"))
+        parts.append(gaps.groupby(key).size().rename("sync_calls"))
+    compiled = text_test(df["name"], lambda s: s.str.startswith(N.COMPILED_REGION))
+    if compiled.any():
+        c = pd.DataFrame({"rank": rank[compiled], "step": step[compiled],
+                          "n": df["name"][compiled].astype(str).str.slice(
+                              len(N.COMPILED_REGION)).to_numpy()})  # fmt: skip
+        parts.append(c.groupby(key)["n"].agg(lambda v: ",".join(sorted(set(v)))).rename(
+            "region_names"))  # fmt: skip
+        parts.append(c.groupby(key)["n"].nunique().rename("regions"))
+    on_device = dev & np.isin(track, ("gpu", "comm", "memcpy", "memset"))
+    mine, end = rows_by_rank(np.flatnonzero(on_device), rank), ts + dur
+    empty = np.zeros(0, dtype=np.int64)
+    busy = {int(r): _Busy(ts[mine.get(int(r), empty)], end[mine.get(int(r), empty)])
+            for r in distinct(rank)}  # fmt: skip
+    has_device = {r for r, b in busy.items() if b.start.size}
+    loader = ~dev & (dur > 0) & has(N.LOADER.pattern)
+    if loader.any():
+        idle = np.array([d if int(r) not in has_device else d - int(busy[int(r)].covered(
+            np.array([t]), np.array([t + d]))[0]) for r, t, d in zip(rank[loader], ts[loader],
+            dur[loader], strict=True)])  # fmt: skip
+        parts += [_by(rank[loader], step[loader], dur[loader], "loader_ns"),
+                  _by(rank[loader], step[loader], idle, "loader_idle_ns")]  # fmt: skip
+    copy = (track == "memcpy") & dev
+    if args is None and (np.isin(track, ("memcpy", "comm")) | gpu).any():
+        from hpcprof_kit.traces.view.args import run_args
+
+        args = run_args(meta)  # read once, for the copies, collectives and GEMMs
+    cargs = _args_by_corr(track, meta, args)
+    nbytes = np.full(len(df), -1, dtype=np.int64)
+    if cargs:
+        for i in np.flatnonzero(copy):
+            nbytes[i] = cargs.get((int(rank[i]), int(corr[i])), (-1,))[0]
+    kinds = copy & has(N.MEMORY_KIND.pattern)
+    pageable = kinds & has(N.PAGEABLE_H2D.pattern)
+    parts += [_by(rank[kinds], step[kinds], 1, "named_copies"),
+              _by(rank[pageable], step[pageable], dur[pageable], "pageable_ns"),
+              _by(rank[pageable], step[pageable], np.maximum(nbytes[pageable], 0),
+                  "pageable_bytes")]  # fmt: skip
+    parts += _d2h_blocked(rank, step, ts, dur, corr, track, has(N.D2H.pattern), dev, nbytes)
+    alloc = ~dev & has(N.ALLOC.pattern)
+    parts += [_by(rank[alloc], step[alloc], 1, "alloc_calls"),
+              _by(rank[alloc], step[alloc], dur[alloc], "alloc_ns")]  # fmt: skip
+    parts += _launch_gaps(rank, step, ts, dur, gpu)
+    # no device: the aten ops are the work
+    cpu_ranks = np.setdiff1d(distinct(rank), distinct(rank[dev]), assume_unique=True)
+    if cpu_ranks.size:
+        parts += H.tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, _by)
+        parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
+    parts += _gemms(rank, step, dur, gpu, has, ext, meta, args)
+    parts += _collectives(rank, step, dur, corr, track, dev, cargs)
+    out = pd.concat(parts, axis=1) if parts else pd.DataFrame(
+        index=pd.MultiIndex.from_arrays([[], []], names=key))  # fmt: skip
+    out = out.reset_index()
+    for col in NUMERIC:
+        out[col] = (out[col] if col in out else pd.Series(0, index=out.index)).fillna(0)
+        out[col] = out[col].astype(np.int64)
+    names = out["region_names"] if "region_names" in out else pd.Series("", index=out.index)
+    out["region_names"] = names.fillna("").astype(str)
+    return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def _labels(column: pd.Series) -> np.ndarray:
+    """A text column as a NumPy string array (a missing label as ""): ``==`` and ``np.isin``
+    on it run in C, where on ``astype(str)``'s object array they compare Python strings one
+    row at a time, and the rules ask that of the track column a dozen times.
+
+    >>> import pandas as pd
+    >>> _labels(pd.Series(["gpu", None, "cpu"], dtype="category")) == "gpu"
+    array([ True, False, False])
+    """
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        labels = np.array([*column.cat.categories.astype(str), ""])
+        return labels[column.cat.codes.to_numpy()]  # code -1 (missing) takes the last slot
+    return column.astype(str).to_numpy().astype(str)
+
+
+def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
+    """(rank, correlation) -> (bytes, collective name, group size) of copies and collectives."""
+    from hpcprof_kit.traces.view.args import run_args
+
+    needs = np.isin(track, ("memcpy", "comm"))
+    if not needs.any():
+        return {}
+    args = run_args(meta) if args is None else args
+    if args is None or args.empty:
+        return {}
+    a = args[(args["corr"] >= 0) & (args["bytes"] >= 0)]
+    cols = (a[c].tolist() for c in ("rank", "corr", "bytes", "coll", "group"))  # Python values
+    return {(r, c): (b, str(k), g) for r, c, b, k, g in zip(*cols, strict=True)}
+
+
+def _d2h_blocked(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
+    """Host time blocked in the runtime call of each device-to-host copy that is not a scalar
+    (longer than 10 µs): the call ends when the copy does, so the host waited for it."""
+    copy = (track == "memcpy") & dev & (dur >= SHORT_KERNEL_NS)
+    copy &= d2h
+    if not copy.any():
+        return []
+    calls = (track == "runtime") & ~dev & (corr >= 0)
+    call_at = {(int(rank[i]), int(corr[i])): i for i in np.flatnonzero(calls)}
+    rows, blocked, copies = [], [], []
+    for i in np.flatnonzero(copy):
+        j = call_at.get((int(rank[i]), int(corr[i])))
+        if j is not None and ts[j] + dur[j] >= ts[i] + dur[i] - 1_000:
+            rows.append(j)
+            # the copy itself, while the host waits (queued work before it is not lost)
+            blocked.append(int(min(dur[j], dur[i])))
+            copies.append(i)
+    if not rows:
+        return []
+    rows_a = np.asarray(rows)
+    return [_by(rank[rows_a], step[rows_a], np.asarray(blocked), "d2h_block_ns"),
+            _by(rank[rows_a], step[rows_a], np.maximum(nbytes[copies], 0), "d2h_bytes")]  # fmt: skip
+
+
+def _launch_gaps(rank, step, ts, dur, gpu):
+    """The device idle just before each tiny kernel (gap under 0.5 ms): launch pacing."""
+    out_r, out_s, out_v = [], [], []
+    for rows in rows_by_rank(np.flatnonzero(gpu), rank).values():
+        rows = rows[np.argsort(ts[rows], kind="stable")]
+        end = np.maximum.accumulate(ts[rows] + dur[rows])
+        gap = np.concatenate([[0], ts[rows][1:] - end[:-1]])
+        paced = (dur[rows] < TINY_KERNEL_NS) & (gap > 0) & (gap < LAUNCH_GAP_NS)
+        out_r.append(rank[rows][paced])
+        out_s.append(step[rows][paced])
+        out_v.append(gap[paced])
+    if not out_r:
+        return []
+    r, s, v = (np.concatenate(x) for x in (out_r, out_s, out_v))
+    return [_by(r, s, v, "launch_idle_ns"), _by(r, s, 1, "tiny_kernels")]
+
+
+def _gemms(rank, step, dur, gpu, has, ext, meta, args):
+    """GEMM and convolution kernel time, and its part in fp32 without tensor cores: by the
+    kernel's name, else (oneDNN's ``gemm_kernel``) by its op's recorded input types."""
+    gemm = gpu & has(N.GEMM.pattern)
+    if not gemm.any():
+        return []
+    fp32 = gemm & has(N.FP32_GEMM.pattern)
+    unknown = gemm & ~fp32 & ~has(N.TENSOR_CORE_GEMM.pattern)
+    if unknown.any():
+        from hpcprof_kit.traces.view.args import run_args
+
+        a = run_args(meta) if args is None else args
+        if a is not None and len(a):
+            typed = a[(a["ext"] >= 0) & (a["input_type"] != "")]
+            floats = {(int(r), int(e)) for r, e, t in zip(typed["rank"], typed["ext"],
+                      typed["input_type"], strict=True) if t.split(",")[0] == "float"}  # fmt: skip
+            for i in np.flatnonzero(unknown):
+                fp32[i] = (int(rank[i]), int(ext[i])) in floats
+    return [_by(rank[gemm], step[gemm], dur[gemm], "gemm_ns"),
+            _by(rank[fp32], step[fp32], dur[fp32], "fp32_gemm_ns")]  # fmt: skip
+
+
+def _collectives(rank, step, dur, corr, track, dev, cargs):
+    """Collective kernels: all, those of known size, small ones (and their time), and the big
+    ones' bus bytes (nccl-tests: bytes x 2(n-1)/n for an all-reduce) and time."""
+    coll = (track == "comm") & dev
+    if not coll.any():
+        return []
+    rows = np.flatnonzero(coll)
+    size = [cargs.get((int(r), int(c)), (-1, "", -1)) for r, c in zip(rank[rows].tolist(),
+            corr[rows].tolist(), strict=True)] if cargs else [(-1, "", -1)] * rows.size  # fmt: skip
+    nbytes = np.fromiter((s[0] for s in size), dtype=np.int64, count=rows.size)
+    # the bus factor of the big ones alone: only they are read
+    factor = np.ones(rows.size)
+    for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
+        factor[j] = N.bus_factor(size[j][1], size[j][2])
+    sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
+        BIG_COLL_BYTES)  # fmt: skip
+    r, s, d = rank[rows], step[rows], dur[rows]
+    return [_by(r, s, 1, "colls"), _by(r[sized], s[sized], 1, "sized_colls"),
+            _by(r[small], s[small], 1, "small_colls"),
+            _by(r[small], s[small], d[small], "small_coll_ns"),
+            _by(r[big], s[big], (nbytes[big] * factor[big]).astype(np.int64),
+                "big_coll_busbytes"), _by(r[big], s[big], d[big], "big_coll_ns")]  # fmt: skip
+
+
+def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
+    """Each host call inside a step that waits for the device (``SYNC_NAMES``), with the time
+    the device then sits idle until its next event (``idle_after_ns``). A call counts only
+    when the device still had work as the call began (the host really waited): a call on a
+    drained device costs nothing, the idle before it was the host's doing. Columns ``rank,
+    step, name, ts_ns, dur_ns, idle_after_ns, next_device_ns``; nested calls (``aten::item`` around
+    ``cudaStreamSynchronize``) end before the same device event, and only the longest of them
+    counts the gap."""
+    import pandas as pd
+
+    df = bare(df)
+    rows = text_test(df["name"], lambda s: s.str.contains(N.SYNC_NAMES, regex=True))
+    rows &= (df["step"].to_numpy() >= 0) & (df["device"].to_numpy() < 0)
+    sync = df[rows]
+    cols = ["rank", "step", "name", "ts_ns", "dur_ns", "idle_after_ns", "next_device_ns"]
+    if sync.empty:
+        return pd.DataFrame([], columns=cols)
+    on_device = text_test(df["track"], lambda s: s.isin(("gpu", "comm", "memcpy", "memset")))
+    on_device &= df["device"].to_numpy() >= 0
+    dev = df[on_device]
+    idle = np.zeros(len(sync), dtype=np.int64)
+    following = np.full(len(sync), -1, dtype=np.int64)
+    begins = sync["ts_ns"].to_numpy(dtype=np.int64)
+    ends = begins + sync["dur_ns"].to_numpy(dtype=np.int64)
+    for rank in np.unique(sync["rank"].to_numpy()):
+        mine = sync["rank"].to_numpy() == rank
+        d = dev[dev["rank"].to_numpy() == rank]
+        if d.empty:
+            continue
+        order = np.argsort(d["ts_ns"].to_numpy(), kind="stable")
+        start = d["ts_ns"].to_numpy(dtype=np.int64)[order]
+        busy_until = np.maximum.accumulate((d["ts_ns"] + d["dur_ns"]).to_numpy(np.int64)[order])
+        at = np.searchsorted(start, ends[mine], side="right")
+        covered = (at > 0) & (busy_until[np.maximum(at - 1, 0)] > ends[mine])
+        began = np.searchsorted(start, begins[mine], side="right")
+        # the device still had work, or had just run out of it, as the host began to wait
+        waited = (began > 0) & (busy_until[np.maximum(began - 1, 0)] > begins[mine] - DRAINED_NS)
+        nxt = np.where(at < start.size, start[np.minimum(at, start.size - 1)], ends[mine])
+        idle[mine] = np.where(covered | ~waited, 0, np.maximum(nxt - ends[mine], 0))
+        following[mine] = nxt
+    return pd.DataFrame(
+        {
+            "rank": sync["rank"].to_numpy(dtype=np.int64),
+            "step": sync["step"].to_numpy(dtype=np.int64),
+            "name": sync["name"].astype(str).to_numpy(),
+            "ts_ns": begins,
+            "dur_ns": sync["dur_ns"].to_numpy(dtype=np.int64),
+            "idle_after_ns": idle,
+            "next_device_ns": following,
+        }
+    )
+
+
+def kernel_rows(df: pd.DataFrame) -> np.ndarray:
+    """Rows of device kernels, compute and communication, with a duration."""
+    from hpcprof_kit.traces.analyses.ops import KERNEL_TRACKS  # what top_kernels counts as a kernel
+
+    rows = text_test(df["track"], lambda s: s.isin(KERNEL_TRACKS))
+    return rows & (df["device"].to_numpy() >= 0) & (df["dur_ns"].to_numpy() > 0)
