@@ -9,7 +9,7 @@ EXTRAS ?= local,lab,test
 
 env: $(VENV)/.ready
 
-$(VENV)/.ready: pyproject.toml env/local/constraints.txt env/local/check_prereqs.sh
+$(VENV)/.ready: pyproject.toml setup.py env/local/constraints.txt env/local/check_prereqs.sh
 	@bash env/local/check_prereqs.sh $(PYTHON)
 	@bash env/local/build_venv.sh $(PYTHON) $(VENV) $(EXTRAS)
 	@touch $@
