@@ -137,7 +137,7 @@ def low_bus_bandwidth(view: RunView) -> list[dict]:
     if not links:
         view.coverage["low_bus_bandwidth"] = (
             f"could not run: the link bandwidth of {sorted(devices) or 'this device'} is not "
-            "in the kit's table (findings/names.py LINK_BUS_GBPS)"
+            "in the kit's table (hpcprof_kit/traces/view/names.py LINK_BUS_GBPS)"
         )
         return []
     link = min(links)
