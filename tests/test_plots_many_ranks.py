@@ -18,6 +18,7 @@ from hpcprof_kit.errors import SpecError
 from hpcprof_kit.traces.analyses.breakdown import PARTS, rank_steps
 from hpcprof_kit.traces.analyses.rank_pick import pick_ranks
 from hpcprof_kit.traces.plots import charts as P
+from hpcprof_kit.traces.plots.spread import plot_breakdown_spread
 
 FIXTURE = Path(__file__).parent / "fixtures" / "traces" / "ddp_cpu_2rank"
 Q = [0.0, 0.1, 0.5, 0.9, 1.0]
@@ -110,7 +111,7 @@ def test_many_rank_pictures_draw_as_many_artists_at_64_as_at_1024_ranks(steps_10
         P.plot_rank_heatmap(steps_1024[1]).fig
     )
     b_small, b_big = breakdown_of(ranks=64), breakdown_of()
-    for plot in (P.plot_breakdown, P.plot_breakdown_spread):
+    for plot in (P.plot_breakdown, plot_breakdown_spread):
         n = artists(plot(b_big).fig)
         assert n == artists(plot(b_small).fig) and n < 250
 
@@ -168,7 +169,7 @@ def test_breakdown_of_1024_ranks_has_one_row_per_part_and_step():
 
 def test_breakdown_spread_boxes_each_ranks_mean_per_step():
     b = breakdown_of()
-    plot = P.plot_breakdown_spread(b)
+    plot = plot_breakdown_spread(b)
     table = plot.table.set_index("part")
     assert table.index.tolist() == [*PARTS, "wall", "busy"] and (table["ranks"] == 1024).all()
     b["busy_ns"] = b["wall_ns"] - b["exposed_comm_ns"]
@@ -228,4 +229,4 @@ def test_many_rank_arguments_are_checked():
     with pytest.raises(SpecError, match="max_ranks='8'"):
         P.plot_breakdown(breakdown_of(ranks=3, steps=2), max_ranks="8")
     with pytest.raises(SpecError, match="worst=0"):
-        P.plot_breakdown_spread(breakdown_of(ranks=3, steps=2), worst=0)
+        plot_breakdown_spread(breakdown_of(ranks=3, steps=2), worst=0)

@@ -10,7 +10,7 @@ import pytest
 
 from hpcprof_kit import traces
 from hpcprof_kit.errors import KitWarning, TraceFormatError
-from hpcprof_kit.traces.plots import charts as plots
+from hpcprof_kit.traces.plots.timeline import plot_timeline
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_a_table_without_ranges_warns(two_cycles):
 
 
 def test_ranges_are_drawn_at_their_nesting_level(two_cycles):
-    plot = plots.plot_timeline(traces.load(two_cycles))
+    plot = plot_timeline(traces.load(two_cycles))
     levels = plot.bars.groupby("name")["depth"].agg(set)
     assert levels["forward_block"] == {1}  # inside the step
     assert levels["inner"] == {2}  # inside forward_block

@@ -17,7 +17,9 @@ from test_traces_analyses_tables import table
 
 from hpcprof_kit import traces as A
 from hpcprof_kit.errors import SpecError
+from hpcprof_kit.traces.analyses.lanes import lod_bars
 from hpcprof_kit.traces.plots import charts as P
+from hpcprof_kit.traces.plots.timeline import plot_timeline
 
 
 def _busy_lane(n: int = 10_000) -> list[tuple]:
@@ -29,7 +31,7 @@ def _busy_lane(n: int = 10_000) -> list[tuple]:
 
 
 def test_timeline_counts_every_event_and_merges_sub_pixel_ones():
-    plot = P.plot_timeline(table(_busy_lane()), width_px=1000)
+    plot = plot_timeline(table(_busy_lane()), width_px=1000)
     lane = plot.table.set_index("lane").loc["dev 0 stream 7"]
     assert (lane["depth"], lane["events"]) == (0, 10_000)
     assert lane["bars"] == 100  # one bar per burst: the bursts are 10 px apart
@@ -41,7 +43,7 @@ def test_timeline_counts_every_event_and_merges_sub_pixel_ones():
 
 def test_timeline_lanes_are_ranks_by_threads_and_streams_by_level():
     two_ranks = DEVICE_STEP + [(1, *ev[1:]) for ev in DEVICE_STEP]
-    plot = P.plot_timeline(table(two_ranks))
+    plot = plot_timeline(table(two_ranks))
     labels = [t.get_text() for t in plot.fig.axes[0].get_yticklabels()]
     assert labels[:5] == [
         "rank 0 thread 1 · 0",  # ProfilerStep#3
@@ -63,7 +65,7 @@ def test_timeline_lanes_are_ranks_by_threads_and_streams_by_level():
 def test_lod_bars_cover_every_event(ev, npp):
     s = np.array([a for a, _ in ev], dtype=np.int64)
     e = s + np.array([d for _, d in ev], dtype=np.int64)
-    bs, be, counts = P.lod_bars(s, e, 0, npp)
+    bs, be, counts = lod_bars(s, e, 0, npp)
     assert counts.sum() == len(ev)
     assert np.all(be[:-1] <= bs[1:])  # bars are disjoint (they may touch) and sorted
     for a, b in zip(s, e, strict=True):
@@ -110,10 +112,10 @@ def test_rank_heatmap_and_same_name_plots():
 def test_bad_plot_arguments_raise_kit_errors(tmp_path):
     df = table(DEVICE_STEP)
     with pytest.raises(SpecError, match="width_px=10"):
-        P.plot_timeline(df, width_px=10)
+        plot_timeline(df, width_px=10)
     with pytest.raises(SpecError, match="ranks=\\[7\\]"):
-        P.plot_timeline(df, ranks=[7])
-    out = P.plot_timeline(df).save(str(tmp_path / "t.png"))
+        plot_timeline(df, ranks=[7])
+    out = plot_timeline(df).save(str(tmp_path / "t.png"))
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<img" in P.plot_breakdown(df)._repr_html_()
 

@@ -292,13 +292,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from hpcprof_kit.traces.plots import charts as plots
+    from hpcprof_kit.traces.plots.charts import plot_breakdown, plot_rank_heatmap
+    from hpcprof_kit.traces.plots.timeline import plot_timeline
 
-    draw = {
-        "timeline": plots.plot_timeline,
-        "breakdown": plots.plot_breakdown,
-        "heatmap": plots.plot_rank_heatmap,
-    }
+    draw = {"timeline": plot_timeline, "breakdown": plot_breakdown, "heatmap": plot_rank_heatmap}
     _refuse_existing(args.output, args.force)
     result = draw[args.kind](_load(args.path))
     print(result.save(args.output))

@@ -13,26 +13,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.analyses import breakdown as bd
-from hpcprof_kit.traces.analyses.lanes import lod_bars
 from hpcprof_kit.traces.analyses.ops import same_name
-from hpcprof_kit.traces.analyses.rank_pick import pick_ranks
 from hpcprof_kit.traces.analyses.spread import check_count
 from hpcprof_kit.traces.plots.figure import COLORS, PART_LABELS, Plot, new_figure
 from hpcprof_kit.traces.plots.spread import (
     plot_breakdown_bands,
-    plot_breakdown_spread,
     plot_step_bands,
     step_ticks,
 )
-from hpcprof_kit.traces.plots.timeline import plot_timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = [
-    "COLORS", "PART_LABELS", "Plot", "lod_bars", "pick_ranks", "plot_breakdown", "plot_breakdown_spread",
-    "plot_rank_heatmap", "plot_same_name", "plot_timeline",
-]  # fmt: skip
 MAX_RANKS = 32  # above this many ranks, a row or bar per rank no longer reads: draw the spread
 
 
