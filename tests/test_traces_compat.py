@@ -142,3 +142,21 @@ def test_whole_folder_has_four_files_claiming_rank_0(shared_traces, tmp_path):
         TraceFormatError, match="two files claim rank 0: .*cuda_1rank.* and .*cuda_rank0"
     ):
         load(folder, cache=False, workers=1)
+
+
+def test_ranks_of_two_runs_with_other_world_sizes_are_refused_naming_the_sizes(shared_traces):
+    # rank 34 of a 300-rank CPU job and rank 1 of a 128-rank CUDA job: two ranks, two runs
+    files = [shared_traces / "hta" / n for n in ("cpu_rank34_of_300.json.gz",
+                                                 "cuda_rank1_of_128.json.gz")]  # fmt: skip
+    with pytest.raises(TraceFormatError) as refused:
+        load(files, cache=False, workers=1)
+    assert str(refused.value) == (
+        f"{files[0]} and {files[1]} come from different runs: they record different world sizes "
+        "(300 against 128); load each run on its own (a folder or a glob per run)"
+    )
+    # the --mpi path refuses them too, from the ranks' summaries
+    from hpcprof_kit.traces.view.summary import combine, summarise_rank
+
+    summaries = [summarise_rank(load(f, cache=False)) for f in files]
+    with pytest.raises(TraceFormatError, match=r"different world sizes \(300 against 128\)"):
+        combine(summaries)

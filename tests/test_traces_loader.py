@@ -244,3 +244,18 @@ def test_sycl_queues_after_many_cuda_slices_still_become_streams(tmp_path):
     assert (df.loc["gemm", "stream"], df.loc["gemm2", "stream"]) == (5, 6)
     assert df.loc["aten::mm", "stream"] == -1
     assert set(df.loc["k", "stream"]) == {7} and len(df.loc["k"]) == 30_000
+
+
+def test_ranks_that_record_other_devices_are_two_runs(tmp_path):
+    # a world-2 A100 rank and a world-2 V100 rank: same world size, another machine
+    for rank, gpu in ((0, "NVIDIA A100-SXM4-40GB"), (1, "Tesla V100-SXM2-32GB")):
+        events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                   "ts": 10, "dur": 5}]  # fmt: skip
+        head = {"distributedInfo": {"rank": rank, "world_size": 2},
+                "deviceProperties": [{"id": 0, "name": gpu}], "traceEvents": events}  # fmt: skip
+        (tmp_path / f"t-{rank}-of-2.json").write_text(json.dumps(head))
+    with pytest.raises(TraceFormatError, match=r"they record different devices \(NVIDIA A100-SXM4-40GB "
+                       r"against Tesla V100-SXM2-32GB\)"):  # fmt: skip
+        load(tmp_path, cache=False, workers=1)
+    (tmp_path / "t-1-of-2.json").unlink()  # one run alone loads
+    assert sorted(load(tmp_path, cache=False).attrs["ranks"]) == [0]

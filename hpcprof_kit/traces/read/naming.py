@@ -49,9 +49,10 @@ def rank_from_file_name(name: str) -> tuple[int | None, int | None]:
 
 
 def check_one_run(files: list[Path], found: list[Any]) -> None:
-    """Raise TraceFormatError when two files of one rank come from different runs: the same
-    cycle claimed twice, or two prefixes (the cycles of one run share theirs). ``found`` holds
-    each file's parsed part (its ``rank``)."""
+    """Raise TraceFormatError when the files come from different runs: two files of one rank
+    claiming the same cycle or carrying two prefixes (the cycles of one run share theirs), or
+    ranks whose traces record different world sizes or different devices. ``found`` holds
+    each file's parsed part (its ``rank`` and ``meta``)."""
     claimed: dict[int, tuple[Path, str | None, set[int]]] = {}
     for f, part in zip(files, found, strict=True):
         prefix, cycle = cycle_from_file_name(f.name)
@@ -73,3 +74,40 @@ def check_one_run(files: list[Path], found: list[Any]) -> None:
             "separately (they are different runs), e.g. one prefix at a time with a glob "
             "such as 'traces/trace*', or rename one as <prefix>-<rank>-of-<world>.json"
         )
+    _check_run_facts(files, found)
+
+
+# What every rank of one run records alike, and how to read it from a part's metadata; a rank
+# that records nothing of one (no distributedInfo, no device) is not compared on it.
+RUN_FACTS = {
+    "world sizes": lambda meta: meta.get("world_size"),
+    "devices": lambda meta: tuple(sorted({str(p.get("name")) for p in meta.get("device_properties")
+                                          or [] if p.get("name")})) or None,
+}  # fmt: skip
+
+
+def _check_run_facts(files: list[Path], found: list[Any]) -> None:
+    """Raise TraceFormatError naming the first fact (``RUN_FACTS``) on which two files differ.
+
+    >>> from types import SimpleNamespace as P
+    >>> _check_run_facts([Path("a-0-of-8.json"), Path("b-1-of-2.json")],
+    ...                  [P(meta={"world_size": 8}), P(meta={"world_size": 2})])
+    Traceback (most recent call last):
+    ...
+    hpcprof_kit.errors.TraceFormatError: a-0-of-8.json and b-1-of-2.json come from different runs: they record different world sizes (8 against 2); load each run on its own (a folder or a glob per run)
+    """
+    for fact, read in RUN_FACTS.items():
+        first: tuple[Path, Any] | None = None
+        for f, part in zip(files, found, strict=True):
+            value = read(part.meta)
+            if value is None:
+                continue
+            if first is None:
+                first = (f, value)
+            elif value != first[1]:
+                shown = [", ".join(v) if isinstance(v, tuple) else v for v in (first[1], value)]
+                raise TraceFormatError(
+                    f"{first[0]} and {f} come from different runs: they record different {fact} "
+                    f"({shown[0]} against {shown[1]}); load each run on its own (a folder or "
+                    "a glob per run)"
+                )
