@@ -42,7 +42,12 @@ HIDDEN = {
 # device count and each device's properties through whichever module answered.
 AVAILABILITY = ("torch.xpu.is_available", "torch.cuda.is_available")
 PER_DEVICE = ("device_count", "get_device_properties")
-_RANK_LINE = re.compile(r"^(?:\[\S+\] )?rank (\d+): ", re.MULTILINE)
+# A rank's line wherever it lands: after the launcher's label (Hydra's "[0] " or
+# "[proxy:0:0@host] ", PALS's "0: " from mpiexec --label, srun --label's "0: " or " 0: "), or
+# glued to another rank's line when the two writes of an unbuffered print interleave
+# ("...(2 CPUs)rank 0: ..."). Each device line names its index and the count the rank saw.
+_RANK_LINE = re.compile(r"(?<!\w)rank (\d+): ")
+_DEVICE_LINE = re.compile(r"(?<!\w)rank (\d+): [\w.]+:(\d+) of (\d+): ")
 
 
 def device_counts(system: str = "aurora") -> dict[str, int]:
@@ -137,7 +142,8 @@ def _calls(source: str) -> set[str]:
 def check_my_devices(script: str | os.PathLike[str] = "my_devices.py", run=None) -> bool:
     """Check the learner's ``my_devices.py``: it asks torch itself (``is_available`` of xpu and
     cuda, then ``device_count`` and ``get_device_properties``), and every rank of ``run`` (a job
-    or a run directory) printed its ``rank R: ...`` line.
+    or a run directory) printed its ``rank R: ...`` line (whatever label the launcher put before
+    it), one for each device it counted.
 
     >>> import tempfile, pathlib
     >>> s = pathlib.Path(tempfile.mkdtemp()) / "my_devices.py"
@@ -167,9 +173,36 @@ def check_my_devices(script: str | os.PathLike[str] = "my_devices.py", run=None)
     run_dir = Path(run.run_dir if hasattr(run, "run_dir") else os.fspath(run))
     spec = json.loads((run_dir / "spec.json").read_text())
     world = int(spec.get("nodes") or 1) * int(spec.get("ranks_per_node") or 1)
-    seen = sorted({int(r) for r in _RANK_LINE.findall((run_dir / "stdout").read_text())})
+    printed = (run_dir / "stdout").read_text()
+    seen = sorted({int(r) for r in _RANK_LINE.findall(printed)})
+    if seen != list(range(world)):
+        return feedback(False, hint=f"ranks {seen} printed a line, of {world}: did the job "
+                        f"complete (wait_for(job))?{_saw(printed) if not seen else ''}")  # fmt: skip
+    unlisted = _unlisted_devices(printed)
     return feedback(
-        seen == list(range(world)),
-        hint=f"ranks {seen} printed a line, of {world}: did the job complete (wait_for(job))?",
+        not unlisted,
+        hint=unlisted,
         well_done=f"Correct - your script asks torch itself, and ranks {seen} each answered.",
     )
+
+
+def _saw(printed: str) -> str:
+    """What the job printed, when no rank line is in it: the check says what it read."""
+    first = next((ln.strip() for ln in printed.splitlines() if ln.strip()), "")
+    return f" Its output starts with {first[:120]!r}." if first else " Its output is empty."
+
+
+def _unlisted_devices(printed: str) -> str:
+    """Why a rank's device lines do not add up (each of its ``count`` devices once, the same
+    count on every line), or "" when they do."""
+    listed: dict[int, tuple[set[int], set[int]]] = {}
+    for rank, index, count in _DEVICE_LINE.findall(printed):
+        indices, counts = listed.setdefault(int(rank), (set(), set()))
+        indices.add(int(index))
+        counts.add(int(count))
+    for rank, (indices, counts) in sorted(listed.items()):
+        if len(counts) != 1 or indices != set(range(*counts)):
+            of = " or ".join(str(c) for c in sorted(counts))
+            return (f"rank {rank} printed a line for devices {sorted(indices)} of {of}: each "
+                    "device acc counts prints one line, all with the same count.")  # fmt: skip
+    return ""
