@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpcprof_kit.exercises.nb01 import check_my_devices, my_devices_answer
+from hpcprof_kit.exercises.nb01 import check_my_devices
+from hpcprof_kit.validate.answers import answer_my_devices
 
 REPO = Path(__file__).resolve().parents[1]
 RIGHT = "Correct - your script asks torch itself, and ranks {} each answered.\n"
@@ -44,7 +45,7 @@ def _run(folder: Path, stdout: str, ranks: int = 2) -> Path:
 
 
 def _check(tmp_path, stdout: str, capsys, ranks: int = 2) -> tuple[bool, str]:
-    script = _my_devices(tmp_path, my_devices_answer())
+    script = _my_devices(tmp_path, answer_my_devices())
     ok = check_my_devices(script, _run(tmp_path, stdout, ranks))
     return ok, capsys.readouterr().out
 
@@ -59,7 +60,7 @@ def _check(tmp_path, stdout: str, capsys, ranks: int = 2) -> tuple[bool, str]:
     ],
 )
 def test_a_right_script_passes_under_each_label_hydra_prints(tmp_path, mpiexec, label, capsys):
-    script = _my_devices(tmp_path, my_devices_answer())
+    script = _my_devices(tmp_path, answer_my_devices())
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # as batch jobs often run Python
     done = subprocess.run([mpiexec, *label, "-n", "2", sys.executable, str(script)], env=env,
                           capture_output=True, text=True, timeout=120, check=True)  # fmt: skip

@@ -14,30 +14,10 @@ from hpcprof_kit.exercises import feedback
 # One Aurora tile as torch describes it (the ATPESC guide's printed properties,
 # https://github.com/argonne-lcf/ATPESC_MachineLearning): gpu_subslice_count=56 Xe cores,
 # max_compute_units = gpu_eu_count = 448 EUs.
-TILE_XE_CORES = 56
-EUS_PER_XE_CORE = 8
+# Private, as every truth a check compares with: no name a notebook imports gives the answer.
+_TILE_XE_CORES = 56
+_EUS_PER_XE_CORE = 8
 
-# What would give the answers away above the check cell (tests/test_exercises_hidden.py):
-# "text" patterns no output or markdown above may match, "code" names no code cell above may use.
-HIDDEN = {
-    "check_device_counts": {
-        "text": [
-            r"\b12\s+(torch\s+)?(devices|tiles|ranks)\b",
-            r"\b6\s+(torch\s+)?devices\b",
-            r"(?i)\bflat\b[^\d\n]{0,40}\b12\b",
-            r"(?i)\bcomposite\b[^\d\n]{0,40}\b6\b",
-            r"\b448\b",
-            r"\b56\s*[x*]\s*8\b",
-        ],
-        "code": ["device_counts", "HIERARCHY_NOTES", "tile_compute_units", "EUS_PER_XE_CORE"],
-        "answer": "notebook_answer",
-    },
-    "check_my_devices": {
-        "text": [r"count = acc\.device_count\(\)", r"acc\.device_count\(\)  # filled"],
-        "code": [],
-        "answer": "my_devices_answer",
-    },
-}
 # The calls the learner's my_devices.py must make: each accelerator's availability, then the
 # device count and each device's properties through whichever module answered.
 AVAILABILITY = ("torch.xpu.is_available", "torch.cuda.is_available")
@@ -50,11 +30,11 @@ _RANK_LINE = re.compile(r"(?<!\w)rank (\d+): ")
 _DEVICE_LINE = re.compile(r"(?<!\w)rank (\d+): [\w.]+:(\d+) of (\d+): ")
 
 
-def device_counts(system: str = "aurora") -> dict[str, int]:
+def _device_counts(system: str = "aurora") -> dict[str, int]:
     """Torch devices per node in each Level Zero hierarchy, from the system record.
 
-    >>> device_counts("aurora")
-    {'FLAT': 12, 'COMPOSITE': 6}
+    >>> _device_counts("polaris")
+    {'FLAT': 4, 'COMPOSITE': 4}
     """
     from hpcprof_kit.systems import load_system
 
@@ -62,23 +42,9 @@ def device_counts(system: str = "aurora") -> dict[str, int]:
     return {"FLAT": topo.gpus * topo.tiles_per_gpu, "COMPOSITE": topo.gpus}
 
 
-def tile_compute_units() -> int:
-    """What torch prints as ``max_compute_units`` for one Aurora tile: its EUs, not its Xe cores.
-
-    >>> tile_compute_units()
-    448
-    """
-    return TILE_XE_CORES * EUS_PER_XE_CORE
-
-
-def notebook_answer() -> list[int]:
-    """FLAT devices, COMPOSITE devices and one tile's compute units (the answer key's).
-
-    >>> notebook_answer()
-    [12, 6, 448]
-    """
-    counts = device_counts("aurora")
-    return [counts["FLAT"], counts["COMPOSITE"], tile_compute_units()]
+def _tile_compute_units() -> int:
+    """What torch prints as ``max_compute_units`` for one Aurora tile: its EUs, not its Xe cores."""
+    return _TILE_XE_CORES * _EUS_PER_XE_CORE
 
 
 def check_device_counts(
@@ -94,9 +60,9 @@ def check_device_counts(
     Not yet. Hint: FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles. compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?
     False
     """
-    right = device_counts(system)
+    right = _device_counts(system)
     counts_ok = (flat, composite) == (right["FLAT"], right["COMPOSITE"])
-    units_ok = compute_units == tile_compute_units()
+    units_ok = compute_units == _tile_compute_units()
     hints = []
     if not counts_ok:
         hints.append(
@@ -105,7 +71,7 @@ def check_device_counts(
     if not units_ok:
         hints.append(
             "compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?"
-            if compute_units == TILE_XE_CORES
+            if compute_units == _TILE_XE_CORES
             else "compute_units counts EUs; the Properties section says how many EUs one Xe core holds."
         )
     return feedback(
@@ -113,19 +79,10 @@ def check_device_counts(
         hint=" ".join(hints),
         well_done=(
             f"Correct - {right['FLAT']} tiles in FLAT mode, {right['COMPOSITE']} GPUs in COMPOSITE "
-            f"mode, and {tile_compute_units()} compute units per tile: {TILE_XE_CORES} Xe cores x "
-            f"{EUS_PER_XE_CORE} EUs."
+            f"mode, and {_tile_compute_units()} compute units per tile: {_TILE_XE_CORES} Xe cores "
+            f"x {_EUS_PER_XE_CORE} EUs."
         ),
     )
-
-
-def my_devices_answer() -> str:
-    """The line that fills the blank of ``my_devices.py`` (the answer key's).
-
-    >>> my_devices_answer()
-    'count = acc.device_count()'
-    """
-    return "count = acc.device_count()"
 
 
 def _calls(source: str) -> set[str]:
