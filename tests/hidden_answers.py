@@ -1,5 +1,6 @@
 """What gives an exercise's answer away in a notebook: the check cells, what each declares
-hidden (``HIDDEN`` in its exercise module) and where a notebook shows it.
+hidden (``HIDDEN`` in the instructors' key, hpcprof_kit/validate/answers.py) and where a
+notebook shows it.
 
 Read by the static checks (tests/test_exercises_hidden.py: markdown, stored outputs, comments,
 code names) and by the check of what the cells print when they run, made during nbval's own
@@ -16,6 +17,9 @@ import re
 import tokenize
 
 PATTERNS_MARK = "HIDDEN-PATTERNS:"
+# Where the answers and HIDDEN live: a module no notebook imports (the exercise modules the
+# notebooks import checks from export no answer).
+KEY_MODULE = "hpcprof_kit.validate.answers"
 IMPORT = re.compile(r"from\s+(hpcprof_kit\.exercises\.nb\d+)\s+import\s+([^\n]+)")
 
 
@@ -96,7 +100,10 @@ def solution_patterns(nb, name: str) -> list[str]:
 
 
 def hidden_spec(nb, name: str, module: str) -> dict:
-    declared = getattr(importlib.import_module(module), "HIDDEN", {}).get(name)
+    """What gives ``name``'s answer away: as the key declares it for ``module``'s check, else
+    the notebook's solution call."""
+    hidden = importlib.import_module(KEY_MODULE).HIDDEN
+    declared = hidden.get(module.rsplit(".", 1)[-1], {}).get(name)
     if declared is not None:
         return declared
     return {"text": solution_patterns(nb, name), "code": []}
@@ -144,13 +151,13 @@ def leaks(nb, index: int, spec: dict, executed: list[str] | None = None) -> list
     return found
 
 
-def probe_source(key: str, module: str, func: str) -> str:
-    """Code for the learner's kernel that prints ``func``'s answer patterns (``from_run``): its
-    parameters are names of the notebook's variables. It leaves no name behind."""
+def probe_source(key: str, func: str) -> str:
+    """Code for the learner's kernel that prints ``func``'s answer patterns (``from_run``, in
+    the key): its parameters are names of the notebook's variables. It leaves no name behind."""
     return (
         "def _hidden_answer_probe():\n"
         "    import inspect, json\n"
-        f"    from {module} import {func} as answer\n"
+        f"    from {KEY_MODULE} import {func} as answer\n"
         "    names = globals()\n"
         "    found = answer(**{p: names[p] for p in inspect.signature(answer).parameters})\n"
         f"    print({(PATTERNS_MARK + key + '=')!r} + json.dumps(found))\n"

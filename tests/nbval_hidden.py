@@ -44,9 +44,9 @@ class _Notebook:
     def last_check(self) -> int | None:
         return max((i for i, _, _ in self.exercises), default=None)
 
-    def probes(self) -> dict[str, tuple[str, str]]:
-        return {name: (module, self.specs[name]["from_run"])
-                for _, name, module in self.exercises if self.specs[name].get("from_run")}  # fmt: skip
+    def probes(self) -> dict[str, str]:
+        return {name: self.specs[name]["from_run"]
+                for _, name, _ in self.exercises if self.specs[name].get("from_run")}  # fmt: skip
 
     def found(self) -> list[str]:
         """Each answer shown by what a cell above its check printed, one line per find."""
@@ -70,10 +70,10 @@ def _book(item) -> _Notebook:
     return _BOOKS[key]
 
 
-def _ask_kernel(item, probes: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
+def _ask_kernel(item, probes: dict[str, str]) -> dict[str, list[str]]:
     """Run the probes in the notebook's kernel (its variables as the check cell will see them)."""
     kernel = item.parent.kernel
-    code = "".join(probe_source(key, module, func) for key, (module, func) in probes.items())
+    code = "".join(probe_source(key, func) for key, func in probes.items())
     msg_id = kernel.execute_cell_input(code, allow_stdin=False)
     kernel.await_reply(msg_id, timeout=item.config.option.nbval_cell_timeout)
     printed, error = [], None

@@ -16,15 +16,16 @@ from hpcprof_kit.exercises import nb09
 from hpcprof_kit.exercises.nb09 import (
     MAX_RANKS,
     SYMPTOMS,
-    answer_key,
     attendee_seed,
-    capstone_run,
     check_diagnosis,
     write_run,
 )
 from hpcprof_kit.traces import load
 from hpcprof_kit.traces.corpus import KINDS, corpus_run
 from hpcprof_kit.traces.reporting.report import report
+from hpcprof_kit.validate.answers import answer_key, answer_recorded
+
+capstone_run = nb09._capstone_run  # the run a seed draws, its key() the answer
 
 ANSWER_KEY = Path(__file__).resolve().parents[1] / "docs" / "instructors.md"
 WORKED_SEED = 14  # the run docs/instructors.md works through
@@ -140,4 +141,4 @@ def test_the_recorded_run_check_names_no_problem_the_learner_did_not(capsys):
 
 def test_the_instructors_key_of_the_recorded_run_is_the_checker_s():
     section = re.sub(r"\s+", " ", ANSWER_KEY.read_text().split("### 09_capstone_diagnosis", 1)[1])
-    assert f"`recorded_answer()` is `{nb09.recorded_answer()!r}`" in section
+    assert f"`answer_recorded()` is `{answer_recorded()!r}`" in section

@@ -16,14 +16,17 @@ learner sees while scrolling may give its answer away:
 - no two exercises of the course have the same answer (``answer``: the same prediction twice
   teaches nothing the second time).
 
-What gives an answer away is declared next to its checker, in the exercise module:
+What gives an answer away is declared in the instructors' key (hpcprof_kit/validate/answers.py,
+which no notebook imports), by exercise module and checker:
 
-    HIDDEN = {"check_x": {"text": [regex, ...], "code": [name, ...], "from_run": "func",
-                          "answer": "func"}}
+    HIDDEN = {"nbNN": {"check_x": {"text": [regex, ...], "code": [name, ...],
+                                   "from_run": "func", "answer": "func"}}}
 
-``from_run``'s parameters are names of the notebook's variables and it returns the regexes of
-the learner's own answer; ``answer`` takes no parameters and returns the answer for the
-notebook's own parameters. A checker without ``HIDDEN`` falls back to the notebook's solution
+``from_run`` and ``answer`` name functions of the key. ``from_run``'s parameters are names of
+the notebook's variables and it returns the regexes of the learner's own answer; ``answer``
+takes no parameters and returns the answer for the notebook's own parameters. (That no name of
+an exercise module gives an answer is tests/test_exercises_no_answer_in_reach.py.) A checker
+without ``HIDDEN`` falls back to the notebook's solution
 call: its string and list arguments become the patterns (bare numbers are too common to search
 for, so such a checker must declare ``HIDDEN``).
 
@@ -44,7 +47,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from hidden_answers import check_cells, hidden_spec, leaks, solution_patterns
+from hidden_answers import KEY_MODULE, check_cells, hidden_spec, leaks, solution_patterns
+
+from hpcprof_kit.validate import answers
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -72,7 +77,8 @@ def test_the_answer_shows_nowhere_in_the_stored_notebook(path, index, name, modu
     if not (spec.get("text") or spec.get("from_run")):
         pytest.fail(
             f"{module}.{name}: nothing says what its answer looks like; declare "
-            f'HIDDEN = {{"{name}": {{"text": [...], "code": [...]}}}} in {module}'
+            f'HIDDEN["{module.rsplit(".", 1)[-1]}"]["{name}"] = {{"text": [...], "code": [...]}} '
+            f"in {KEY_MODULE}"
         )
     assert leaks(nb, index, spec) == []
 
@@ -85,7 +91,7 @@ def course_answers() -> list[tuple[str, str, object]]:
         for _, name, module in _exercises(path):
             func = hidden_spec(nb, name, module).get("answer")
             if func:
-                found.append((path.stem, name, getattr(importlib.import_module(module), func)()))
+                found.append((path.stem, name, getattr(answers, func)()))
     return found
 
 

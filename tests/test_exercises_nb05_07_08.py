@@ -8,6 +8,7 @@ import pytest
 
 from hpcprof_kit.comparison import compare_variants
 from hpcprof_kit.exercises import nb05, nb07, nb08
+from hpcprof_kit.validate import answers
 
 # Two runs whose medians differ by less than their spread, and two that differ clearly.
 NOISY = compare_variants({"eager": [52, 28, 47, 65, 58, 56, 52, 56],
@@ -46,16 +47,18 @@ def test_the_hidden_patterns_catch_the_printed_verdicts():
 
     for table in (NOISY, CLEAR):
         sentence = noise_verdict(table)
-        assert any(re.search(p, sentence) for p in nb05.HIDDEN["check_compiled_verdict"]["text"])
+        assert any(
+            re.search(p, sentence) for p in answers.HIDDEN["nb05"]["check_compiled_verdict"]["text"]
+        )
     hint_and_question = nb05.HINT + ' Answer "faster", "slower" or "within noise".'
     assert not any(re.search(p, hint_and_question)
-                   for p in nb05.HIDDEN["check_compiled_verdict"]["text"])  # fmt: skip
+                   for p in answers.HIDDEN["nb05"]["check_compiled_verdict"]["text"])  # fmt: skip
 
 
 def test_nb07_hidden_patterns_match_the_findings_and_the_verdict_column():
     from hpcprof_kit.affinity import plan_for
 
-    patterns = nb07.HIDDEN["check_cpus_per_rank"]["text"]
+    patterns = answers.HIDDEN["nb07"]["check_cpus_per_rank"]["text"]
     assert any(re.search(p, str(plan_for("local", 2, "none"))) for p in patterns)
     assert not any(re.search(p, str(plan_for("local", 2, "core"))) for p in patterns)
     row = "2      none     0     0-1  0-1  unbound           29.90"
@@ -102,7 +105,7 @@ def test_nb07_cpus_per_rank_is_read_from_what_each_rank_printed(tmp_path, capsys
             "numa=0 device=cpu\n" for r, c in enumerate(cpus)))  # fmt: skip
         jobs[name] = SimpleNamespace(run_dir=tmp_path / name)
     exp = Experiment({n: plan_for("local", 2, n) for n in got}, jobs)
-    assert nb07.cpus_per_rank(exp) == {"core": 1, "none": 2, "reversed": 1}
+    assert answers.cpus_per_rank(exp) == {"core": 1, "none": 2, "reversed": 1}
     assert nb07.check_cpus_per_rank({"core": 1, "none": 2, "reversed": 1}, exp) is True
     assert capsys.readouterr().out.startswith("Correct - a plan that binds nothing")
     # a wrong plan is named, its number is not

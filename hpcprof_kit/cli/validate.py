@@ -5,6 +5,7 @@ hpcprof-kit validate --notebooks notebooks/00_quickstart.ipynb --json
 hpcprof-kit validate --system aurora --account MYPROJ # as a batch job on Aurora
 hpcprof-kit validate --check-clean                    # what a stored notebook may hold
 hpcprof-kit validate --strip notebooks/04_x.ipynb     # clear all but checked outputs
+hpcprof-kit validate --answers --seed 14              # the exercises' answer key
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         nargs="+",
         metavar="NOTEBOOK",
         help="clear every output but # NBVAL_CHECK_OUTPUT cells, and execution noise",
+    )
+    parser.add_argument(
+        "--answers", action="store_true", help="print the exercises' answer key (instructors)"
+    )
+    parser.add_argument(
+        "--seed", type=int, help="with --answers: also the key of notebook 09's run of SEED"
     )
     return parser
 
@@ -77,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.strip:
         return _strip(args.strip)
+    if args.answers:
+        from hpcprof_kit.validate.answers import key_text
+
+        print(key_text(args.seed))
+        return 0
     if args.check_clean:
         return _check_clean(args.notebooks)
     # With --json, stdout holds only the JSON; progress lines go to stderr.

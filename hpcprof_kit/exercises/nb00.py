@@ -5,12 +5,12 @@ The answer is read from the run's traces (the ``ProfilerStep#N`` spans every ran
 the check holds whatever schedule the notebook's parameters set; without a run it falls back
 to the schedule itself.
 
->>> check_recorded_steps([2, 3], wait=1, warmup=1, active=2, repeat=1)
-Correct - well done! With wait=1, warmup=1, active=2 the trace holds ProfilerStep#2 and #3.
-True
->>> check_recorded_steps([1, 2, 3], wait=1, warmup=1, active=2, repeat=1)
-Not yet. Hint: Step 1 is a warm-up step: the profiler runs but throws the events away.
+>>> check_recorded_steps([2], wait=2, warmup=1, active=1, repeat=1)
+Not yet. Hint: Step 2 is a warm-up step: the profiler runs but throws the events away.
 False
+
+The answer for the notebook's own parameters is in the instructors' key
+(:mod:`hpcprof_kit.validate.answers`), which no notebook imports.
 """
 
 from __future__ import annotations
@@ -22,42 +22,23 @@ from pathlib import Path
 
 from hpcprof_kit.exercises import feedback
 
-# What would give the answer away above the check cell (tests/test_exercises_hidden.py): the
-# schedule table, the step table and the step numbers of the learner's own run.
-HIDDEN = {
-    "check_recorded_steps": {
-        "text": [r"ProfilerStep#\d", r"\[2, 3\]", r"steps? 2 and 3"],
-        "code": ["format_schedule", "schedule_steps", "schedule_explorer", "recorded_steps",
-                 "steps_in_run", "rank_steps", "step_breakdown"],
-        "from_run": "answer_patterns",
-        "answer": "notebook_answer",
-    }
-}  # fmt: skip
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def recorded_steps(wait: int, warmup: int, active: int, repeat: int, steps: int = 6) -> list[int]:
-    """The loop steps whose events land in a trace under this schedule."""
+def _recorded_steps(wait: int, warmup: int, active: int, repeat: int, steps: int = 6) -> list[int]:
+    """The loop steps whose events land in a trace under this schedule (the check's truth:
+    private, so that no name a notebook imports gives it)."""
     from hpcprof_kit.profiling import schedule_steps
 
     rows = schedule_steps(wait=wait, warmup=warmup, active=active, repeat=repeat, steps=steps)
     return [r["step"] for r in rows if r["trace"] is not None]
 
 
-def notebook_answer() -> list[int]:
-    """The answer for the notebook's own parameters (the answer key's).
-
-    >>> notebook_answer()
-    [2, 3]
-    """
-    return recorded_steps(wait=1, warmup=1, active=2, repeat=1, steps=6)
-
-
 def _run_dir(run) -> Path:
     return Path(run.run_dir if hasattr(run, "run_dir") else os.fspath(run))
 
 
-def steps_in_run(run) -> dict[int, list[int]]:
+def _steps_in_run(run) -> dict[int, list[int]]:
     """Rank -> the ``ProfilerStep`` numbers its trace holds, for a job or a run directory.
 
     Raises ``TraceFormatError`` (from ``traces.load``) when the run wrote no trace.
@@ -72,12 +53,6 @@ def steps_in_run(run) -> dict[int, list[int]]:
         if match:
             found.setdefault(int(rank), set()).add(int(match.group(1)))
     return {rank: sorted(steps) for rank, steps in sorted(found.items())}
-
-
-def answer_patterns(job) -> list[str]:
-    """The learner's own answer as text patterns: it must not show above the check cell."""
-    steps = sorted({s for per_rank in steps_in_run(job).values() for s in per_rank})
-    return [rf"ProfilerStep#{s}\b" for s in steps] + [re.escape(repr(steps))]
 
 
 def _hint(answer: list[int], right: list[int], wait: int, warmup: int, active: int) -> str:
@@ -102,7 +77,7 @@ def _run_steps(run) -> tuple[list[int] | None, str]:
     if state != "COMPLETED":
         return None, f"job {run.job_id} is {state}: wait_for(job) says why; check again after"
     try:
-        per_rank = steps_in_run(run)
+        per_rank = _steps_in_run(run)
     except TraceFormatError as exc:
         return None, f"the run wrote no trace ({exc}); was it submitted with profile=True?"
     if not per_rank:
@@ -122,7 +97,7 @@ def check_recorded_steps(
 ) -> bool:
     """Check the learner's list of recorded loop steps: against the traces of ``run`` (a job
     or a run directory) when given, else against the schedule."""
-    expected = recorded_steps(wait, warmup, active, repeat, steps)
+    expected = _recorded_steps(wait, warmup, active, repeat, steps)
     right, source = expected, "the trace"
     if run is not None:
         found, why = _run_steps(run)

@@ -10,20 +10,6 @@ from pathlib import Path
 
 from hpcprof_kit.exercises import feedback
 
-# What would give the answer away above the check cell (tests/test_exercises_hidden.py): the
-# puzzle read by the kit's own reader, or the answer's words.
-HIDDEN = {
-    "check_rank": {
-        "text": [r"rank 3\b[^\n]*local rank 1\b", r"rank=3\b[^\n]*local_rank=1\b"],
-        "code": ["ranks_from_env(PUZZLE_ENV"],
-        "answer": "notebook_answer",
-    },
-    "check_my_rendezvous": {
-        "text": [r"backend = \{\"xpu\": \"xccl\"", r"get\(device\.type, \"gloo\"\)"],
-        "code": [],
-        "answer": "my_rendezvous_answer",
-    },
-}
 # What the learner's my_ddp.py must call: the rendezvous and DDP as the ATPESC guide and ezpz write them.
 RENDEZVOUS_CALLS = (
     "bcast",
@@ -38,18 +24,6 @@ PUZZLE_ENV: dict[str, str] = {
     "SLURM_NNODES": "2", "PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1",
     "MPI_LOCALNRANKS": "2",
 }  # fmt: skip
-
-
-def notebook_answer() -> list[int]:
-    """The puzzle's rank and local rank, as the kit reads them (the answer key's).
-
-    >>> notebook_answer()
-    [3, 1]
-    """
-    from hpcprof_kit.ranks import ranks_from_env
-
-    info = ranks_from_env(PUZZLE_ENV, use_mpi=False)
-    return [info.rank, info.local_rank]
 
 
 def check_rank(rank: int | None, local_rank: int | None) -> bool:
@@ -68,15 +42,6 @@ def check_rank(rank: int | None, local_rank: int | None) -> bool:
         well_done=f"Correct - rank {info.rank} (PMI_RANK), local rank {info.local_rank} "
         "(MPI_LOCALRANKID); SLURM_PROCID describes Hydra's proxy, not the rank.",
     )
-
-
-def my_rendezvous_answer() -> str:
-    """The line that fills the blank of ``my_ddp.py`` (the answer key's).
-
-    >>> my_rendezvous_answer()
-    'backend = {"xpu": "xccl", "cuda": "nccl"}.get(device.type, "gloo")'
-    """
-    return 'backend = {"xpu": "xccl", "cuda": "nccl"}.get(device.type, "gloo")'
 
 
 def _called(source: str) -> set[str]:

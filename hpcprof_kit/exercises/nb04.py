@@ -10,50 +10,17 @@ EXERCISE = {"wait": 2, "warmup": 1, "active": 3, "repeat": 2, "skip_first": 1, "
 # The schedule of the learner's my_train.py (its %%writefile cell says the same).
 MY_SCHEDULE = {"wait": 2, "warmup": 1, "active": 2, "repeat": 1, "steps": 6}
 
-# What would give the answer away above the check (tests/test_exercises_hidden.py): the
-# steps themselves, or a schedule table or strip drawn for the exercise's schedule.
-HIDDEN = {
-    "check_second_trace": {
-        "text": [r"\b10\D{1,6}11\D{1,6}12\b", r"#10 to #12"],
-        "code": ["**EXERCISE", "steps_in_trace("],
-        "answer": "second_trace_answer",
-    },
-    "check_my_trace": {
-        "text": [r"ProfilerStep\s*\[3, 4\]", r"ProfilerStep#3\b[^\n]*#4\b", r"\b3 and 4\b"],
-        "code": ["recorded_steps(", "format_schedule(", "plot_schedule("],
-        "answer": "my_trace_answer",
-    },
-}
 
+def _steps_in_trace(trace: int, **schedule: int) -> list[int]:
+    """The loop steps (ProfilerStep#N numbers) that land in trace ``trace`` (0-based): the
+    check's truth, private (the notebook's answers are in :mod:`hpcprof_kit.validate.answers`).
 
-def steps_in_trace(trace: int, **schedule: int) -> list[int]:
-    """The loop steps (ProfilerStep#N numbers) that land in trace ``trace`` (0-based).
-
-    >>> steps_in_trace(1, **EXERCISE)
-    [10, 11, 12]
+    >>> _steps_in_trace(1, wait=1, warmup=1, active=1, repeat=2, steps=8)
+    [5]
     """
     from hpcprof_kit.profiling import schedule_steps
 
     return [r["step"] for r in schedule_steps(**schedule) if r["trace"] == trace]
-
-
-def second_trace_answer() -> list[int]:
-    """The exercise's answer (the answer key's).
-
-    >>> second_trace_answer()
-    [10, 11, 12]
-    """
-    return steps_in_trace(1, **EXERCISE)
-
-
-def my_trace_answer() -> list[int]:
-    """The steps ``my_train.py``'s schedule records (the answer key's; the check reads them
-    from the learner's own traces).
-
-    >>> my_trace_answer()
-    [3, 4]
-    """
-    return steps_in_trace(0, **MY_SCHEDULE)
 
 
 def check_second_trace(answer: list[int] | None) -> bool:
@@ -63,7 +30,7 @@ def check_second_trace(answer: list[int] | None) -> bool:
     Not yet. Hint: skip_first comes once; then each cycle is wait + warmup + active = 6 steps. Count from step 0.
     False
     """
-    right = steps_in_trace(1, **EXERCISE)
+    right = _steps_in_trace(1, **EXERCISE)
     return feedback(
         sorted(answer or []) == right,
         hint="skip_first comes once; then each cycle is wait + warmup + active = 6 steps. Count from step 0.",

@@ -24,15 +24,7 @@ from hpcprof_kit.exercises import feedback
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-# What would give the answer away above the check cell (tests/test_exercises_hidden.py): the
-# verdict sentence itself, or a cell that computes it.
-HIDDEN = {
-    "check_compiled_verdict": {
-        "text": [r"within noise \(", r"is faster than \S+: median", r"larger than the noise\."],
-        "code": ["noise_verdict", "difference"],
-    }
-}
-ANSWERS = ("faster", "slower", "within noise")
+CHOICES = ("faster", "slower", "within noise")
 HINT = (
     "Look at the p10 and p90 columns of both rows: each p10-p90 range holds the middle 80 % of "
     "that run's steps. If the two ranges overlap, you cannot tell the runs apart; if they are "
@@ -48,8 +40,8 @@ def check_compiled_verdict(
     from hpcprof_kit.comparison import difference, noise_verdict
 
     given = str(answer).strip().lower() if answer is not None else None
-    if given not in ANSWERS:
-        return feedback(False, hint=f"answer one of {list(ANSWERS)}. {HINT}")
+    if given not in CHOICES:
+        return feedback(False, hint=f"answer one of {list(CHOICES)}. {HINT}")
     right = difference(table, variant)
     sentence = next(s for s in noise_verdict(table).splitlines() if variant in s)
     return feedback(given == right, hint=HINT, well_done=f"Correct - {sentence}")

@@ -15,16 +15,6 @@ from hpcprof_kit.exercises import feedback
 # The stand-in tracer programs (nsys/ncu/unitrace named scripts) live beside the tests.
 STANDIN = Path(__file__).resolve().parents[2] / "tests" / "standin"
 
-# What would give the answer away above the check cell (tests/test_exercises_hidden.py):
-# "text" patterns no output or markdown above may match, "code" names no code cell above may use.
-HIDDEN = {
-    "check_traced_ranks": {
-        "text": [r"\[0,\s*12\]", r"\b0 and 12\b", r"(?i)ranks? 0 and 12\b"],
-        "code": ["RANKCUTOFF=13", "rankcutoff=13"],
-        "answer": "notebook_answer",
-    },
-}
-
 
 def rank_selection_demo(tracer: str, system: str, ranks: int = 4, ranks_per_node: int = 2,
                         profrank: int = 0, rankcutoff: int | None = None) -> list[int]:  # fmt: skip
@@ -53,17 +43,6 @@ def rank_selection_demo(tracer: str, system: str, ranks: int = 4, ranks_per_node
                    env=env, check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
     records = (run_dir / "traces" / tracer).glob("standin-*.json")
     return sorted(json.loads(p.read_text())["rank"] for p in records)
-
-
-def notebook_answer() -> list[int]:
-    """The ranks unitrace traces in the exercise (the answer key's).
-
-    >>> notebook_answer()
-    [0, 12]
-    """
-    from hpcprof_kit.tracer_ranks import traced_ranks
-
-    return traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
 
 
 def check_traced_ranks(answer: list[int] | None) -> bool:

@@ -9,18 +9,10 @@ from hpcprof_kit.exercises import feedback
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-# What would give the share away above the check cell (tests/test_exercises_hidden.py): a table
-# with a comm_share column, or a cell that computes or draws it (the traces' breakdown too).
-HIDDEN = {
-    "check_comm_share": {
-        "text": [r"comm_share", r"comm share"],
-        "code": ["compute_vs_comm", "plot_compute_vs_comm", "step_breakdown", "comm_share"],
-    }
-}
 
-
-def comm_share(table: pd.DataFrame, dtype: str, world_size: int) -> float:
-    """Communication / step time of one configuration, from ``timing.compute_vs_comm``."""
+def _comm_share(table: pd.DataFrame, dtype: str, world_size: int) -> float:
+    """Communication / step time of one configuration, from ``timing.compute_vs_comm`` (the
+    check's truth, private; instructors: ``hpcprof_kit.validate.answers.comm_share``)."""
     from hpcprof_kit.errors import SpecError
     from hpcprof_kit.timing import compute_vs_comm
 
@@ -50,7 +42,7 @@ def check_comm_share(
     )
     if answer is None or table is None:
         return feedback(False, hint=hint)
-    right = comm_share(table, dtype, world_size)
+    right = _comm_share(table, dtype, world_size)
     ok = abs(float(answer) - right) <= 0.02
     return feedback(
         ok,
