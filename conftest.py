@@ -19,6 +19,10 @@ if "HPCPROF_RUNS_DIR" not in os.environ:
     _MADE_RUNS_DIR = tempfile.mkdtemp(prefix="hpcprof-test-runs-")
     os.environ["HPCPROF_RUNS_DIR"] = _MADE_RUNS_DIR
 
+# Trace cache copies go to this run's folder too, not the user's cache folder (read.cache).
+if _MADE_RUNS_DIR is not None and "HPCPROF_TRACE_CACHE_DIR" not in os.environ:
+    os.environ["HPCPROF_TRACE_CACHE_DIR"] = os.path.join(_MADE_RUNS_DIR, "trace-cache")
+
 # Kineto's USDT stderr lines break stored-output comparisons; silence them before torch loads.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 

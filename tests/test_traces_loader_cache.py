@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hpcprof_kit.errors import SpecError
 from hpcprof_kit.traces import load
 from hpcprof_kit.traces.read import cache as trace_cache
 from hpcprof_kit.traces.read import parts
@@ -21,6 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 @pytest.fixture
 def trace(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("HPCPROF_TRACE_CACHE_DIR", raising=False)  # the suite's own folder
     folder = tmp_path / "traces"
     folder.mkdir()
     shutil.copy(FIXTURES / "kineto_xpu-1-of-2.json", folder / "t-1-of-2.json")
@@ -34,10 +36,17 @@ def _no_parsing(monkeypatch):
     monkeypatch.setattr(trace_stream, "read_chrome", refuse)
 
 
-def test_second_load_comes_from_the_cache_beside_the_traces(trace, monkeypatch):
+def _mine(tmp_path) -> list[Path]:
+    """The copies in the user's cache folder (the fixture's XDG_CACHE_HOME)."""
+    return sorted((tmp_path / "xdg" / "hpcprof_kit" / "traces").glob("t-1-of-2.json.*.npz"))
+
+
+def test_second_load_comes_from_the_users_cache_folder_not_the_traces_folder(
+    trace, tmp_path, monkeypatch
+):
     first = load(trace)
-    copies = list((trace.parent / ".hpcprof-cache").glob("t-1-of-2.json.*.npz"))
-    assert len(copies) == 1
+    assert len(_mine(tmp_path)) == 1
+    assert sorted(p.name for p in trace.parent.iterdir()) == ["t-1-of-2.json"]  # nothing added
     _no_parsing(monkeypatch)
     second = load(trace)
     pd.testing.assert_frame_equal(second, first)
@@ -87,9 +96,31 @@ def test_nowhere_writable_means_no_cache_and_no_error(trace, tmp_path, monkeypat
         trace.parent.chmod(0o755)
 
 
-def test_a_damaged_copy_is_a_miss(trace):
+def test_the_copy_goes_beside_the_traces_only_when_asked(trace, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCPROF_TRACE_CACHE", "beside")
     first = load(trace)
-    (copy,) = (trace.parent / ".hpcprof-cache").glob("*.npz")
+    assert len(list((trace.parent / ".hpcprof-cache").glob("t-1-of-2.json.*.npz"))) == 1
+    assert _mine(tmp_path) == []
+    _no_parsing(monkeypatch)
+    pd.testing.assert_frame_equal(load(trace), first)
+
+
+def test_an_unknown_cache_place_is_refused_before_anything_is_read(trace, monkeypatch):
+    monkeypatch.setenv("HPCPROF_TRACE_CACHE", "next-to")
+    assert len(load(trace, cache=False)) == 9  # without a cache, the place is never asked
+    _no_parsing(monkeypatch)
+    with pytest.raises(SpecError) as refused:
+        load(trace)
+    assert str(refused.value) == (
+        "HPCPROF_TRACE_CACHE='next-to' is not a place for the trace cache; set it to 'home' (the "
+        "user's cache folder, the default) or 'beside' (.hpcprof-cache beside the traces), or "
+        "unset it"
+    )
+
+
+def test_a_damaged_copy_is_a_miss(trace, tmp_path):
+    first = load(trace)
+    (copy,) = _mine(tmp_path)
     copy.write_bytes(b"PK\x03\x04 not really a zip")
     pd.testing.assert_frame_equal(load(trace), first)
     assert os.path.getsize(copy) > 100  # rewritten by the second load

@@ -115,8 +115,9 @@ def test_a_bad_file_in_a_parallel_load_names_the_file(tmp_path, bad_rank):
 def test_parallel_load_fills_the_cache_and_the_reload_parses_nothing(tmp_path, monkeypatch):
     for rank in (0, 1):
         shutil.copy(FIXTURES / "string_pids.json", tmp_path / f"trace-{rank}-of-2.json")
+    monkeypatch.setenv("HPCPROF_TRACE_CACHE_DIR", str(tmp_path / "xdg" / "hpcprof_kit" / "traces"))
     first = load(tmp_path, workers=2)
-    copies = sorted(p.name for p in (tmp_path / ".hpcprof-cache").glob("*.npz"))
+    copies = sorted(p.name for p in (tmp_path / "xdg" / "hpcprof_kit" / "traces").glob("*.npz"))
     assert [c.split(".json.")[0] for c in copies] == ["trace-0-of-2", "trace-1-of-2"]
 
     def no_parse(path, comm_patterns):

@@ -1,12 +1,15 @@
 """A columnar copy of each loaded trace, so the second load of a file is near instant.
 
-The copy lives beside the traces in ``.hpcprof-cache/<file>.<key>.npz`` (one rank's
-:class:`~hpcprof_kit.traces.read.parts.Part`: category codes, their labels, integer columns, and
-the rank metadata as JSON). The
-key changes whenever the file does (size, mtime in ns, a hash of its first and last MiB) or
-the communication patterns do. A read-only trace folder (a shared data set) uses
-``$XDG_CACHE_HOME/hpcprof_kit/traces`` instead; if neither is writable, nothing is cached
-and nothing fails.
+The copy (one rank's :class:`~hpcprof_kit.traces.read.parts.Part`: category codes, their
+labels, integer columns, and the rank metadata as JSON) lives in the user's cache folder,
+``$XDG_CACHE_HOME/hpcprof_kit/traces/<file>.<where>.<key>.npz`` (``~/.cache`` without
+``XDG_CACHE_HOME``; ``$HPCPROF_TRACE_CACHE_DIR`` when set), never in the folder of the traces, which may be a colleague's data or a
+shared project folder: ``<where>`` names the file by its whole path, and the key changes
+whenever the file does (size, mtime in ns, a hash of its first and last MiB) or the
+communication patterns do. ``HPCPROF_TRACE_CACHE=beside`` asks for the copy beside the traces
+instead, in ``.hpcprof-cache/<file>.<key>.npz`` (the user's cache folder when the trace
+folder is read-only), so that every user and node reading that folder shares it. If no place
+is writable, nothing is cached and nothing fails.
 
 >>> key = cache_key("traces/train-0-of-2.json.gz", None)   # doctest: +SKIP
 >>> read("traces/train-0-of-2.json.gz", key)                # doctest: +SKIP
@@ -25,6 +28,9 @@ from hpcprof_kit.traces.read import parts
 from hpcprof_kit.traces.read.parts import Part
 
 CACHE_DIR = ".hpcprof-cache"
+WHERE = "HPCPROF_TRACE_CACHE"  # the switch: "home" (the default) or "beside"
+PLACES = ("home", "beside")
+FOLDER = "HPCPROF_TRACE_CACHE_DIR"  # the user's cache folder, when not the XDG one
 FORMAT_VERSION = "5"  # bump when the table or the parser changes meaning
 _EDGE = 1024 * 1024
 
@@ -52,12 +58,44 @@ def cache_key(path: str | os.PathLike[str], comm_patterns: Any) -> str:
     return h.hexdigest()
 
 
-def _places(path: Path, key: str) -> list[Path]:
-    """Where the copy may live: beside the trace, then the user's cache folder."""
-    beside = path.parent / CACHE_DIR / f"{path.name}.{key}.npz"
+def asked_place() -> str:
+    """Where copies go, from ``$HPCPROF_TRACE_CACHE``: ``home`` (unset or empty) or ``beside``.
+
+    >>> import os; os.environ[WHERE] = "next-to"
+    >>> asked_place()
+    Traceback (most recent call last):
+    ...
+    hpcprof_kit.errors.SpecError: HPCPROF_TRACE_CACHE='next-to' is not a place for the trace cache; set it to 'home' (the user's cache folder, the default) or 'beside' (.hpcprof-cache beside the traces), or unset it
+    >>> del os.environ[WHERE]
+    """
+    from hpcprof_kit.errors import SpecError
+
+    asked = os.environ.get(WHERE) or "home"
+    if asked not in PLACES:
+        raise SpecError(
+            f"{WHERE}={asked!r} is not a place for the trace cache; set it to 'home' (the "
+            "user's cache folder, the default) or 'beside' (.hpcprof-cache beside the traces), "
+            "or unset it"
+        )
+    return asked
+
+
+def cache_folder() -> Path:
+    """The user's trace cache: ``$HPCPROF_TRACE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/hpcprof_kit/traces``, else ``~/.cache/hpcprof_kit/traces``."""
+    if os.environ.get(FOLDER):
+        return Path(os.environ[FOLDER])
     home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(home) / "hpcprof_kit" / "traces"
+
+
+def _places(path: Path, key: str) -> list[Path]:
+    """Where the copy may live: the user's cache folder; beside the trace first when asked."""
     where = hashlib.blake2b(str(path.resolve()).encode(), digest_size=6).hexdigest()
-    return [beside, Path(home) / "hpcprof_kit" / "traces" / f"{path.name}.{where}.{key}.npz"]
+    mine = cache_folder() / f"{path.name}.{where}.{key}.npz"
+    if asked_place() == "beside":
+        return [path.parent / CACHE_DIR / f"{path.name}.{key}.npz", mine]
+    return [mine]
 
 
 def _writable(folder: Path) -> bool:

@@ -125,8 +125,9 @@ def load(
     trace table (see ``schema.COLUMNS``).
 
     ``workers`` processes read files in parallel, this one among them (default: one per
-    file not in the cache, at most one per CPU); ``cache`` keeps a columnar copy beside the
-    traces so the next load is near instant; ``comm_patterns`` replaces
+    file not in the cache, at most one per CPU); ``cache`` keeps a columnar copy in the user's
+    cache folder (beside the traces with ``HPCPROF_TRACE_CACHE=beside``: ``read.cache``) so
+    the next load is near instant; ``comm_patterns`` replaces
     ``patterns.COMM_PATTERNS`` for this load.
 
     >>> df = load("runs/train_local_N1_R2_20260101-120000/traces")   # doctest: +SKIP
