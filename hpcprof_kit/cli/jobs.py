@@ -151,6 +151,7 @@ def never_submitted(run_dir: Path, data: dict) -> list[str]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.backends import cancel_said
     from hpcprof_kit.jobs.rundir import RunDir
 
     path = run_path(args.run_dir)
@@ -170,6 +171,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{data['state']}  job {data['job_id']}  exit code {data.get('exit_code')}")
     if data.get("note"):
         print(f"note: {data['note']}")
+    if cancel_said(data):
+        print(cancel_said(data))
     if data.get("comment"):
         print(f"scheduler comment: {data['comment']}")
     if data["state"] in ("FAILED", "TIMEOUT", "CANCELLED"):
