@@ -23,6 +23,8 @@ from hpcprof_kit.cli.spec_args import NEVER_RUNS_EXIT, _spec, _spec_options, _wa
 from hpcprof_kit.errors import SpecError, SubmitError
 
 STDERR_LINES = 8  # how much of a failed run's stderr status shows
+RUN_HELP = ("run directory, its name under the runs root, or its job id as the scheduler "
+            "prints it (2, 2.server, 15[3], 1234_5)")  # fmt: skip
 
 
 def _write_script(path: str, script: str) -> None:
@@ -150,11 +152,12 @@ def never_submitted(run_dir: Path, data: dict) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from hpcprof_kit.cli.explain import job_run_dir
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.backends import cancel_said
     from hpcprof_kit.jobs.rundir import RunDir
 
-    path = run_path(args.run_dir)
+    path = job_run_dir(args.run_dir)
     data = RunDir(path).manifest()
     if not data.get("job_id") or not data.get("backend"):
         if args.json:
@@ -185,10 +188,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from hpcprof_kit.cli.explain import job_run_dir
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.rundir import RunDir
 
-    path = run_path(args.run_dir)
+    path = job_run_dir(args.run_dir)
     data = RunDir(path).manifest()
     if not data.get("job_id") or not data.get("backend"):
         raise SubmitError(
@@ -245,13 +249,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help=WAIT_EXIT_HELP)
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("status", help="state of a run (from its run directory or its name)")
-    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
+    p = sub.add_parser("status", help="state of a run (its run directory, its name or job id)")
+    p.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     p.add_argument("--json", action="store_true", help="the manifest as JSON")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("cancel", help="cancel a run (from its run directory or its name)")
-    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
+    p = sub.add_parser("cancel", help="cancel a run (its run directory, its name or job id)")
+    p.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     p.add_argument("--all", action="store_true",
                    help="a sweep variant that shares one PBS job with others (variants in "
                    "turn): delete that whole job, ending its other variants too")  # fmt: skip
