@@ -14,57 +14,10 @@ that was never submitted shows the scheduler client's own refusal, as ``status``
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
-
-from hpcprof_kit.errors import SubmitError
-
-
-def job_run_dir(text: str) -> Path:
-    """A run directory from its path or name, else the one run under the runs root (sweeps'
-    variants included) that answers to the job id ``text`` in any form the schedulers print
-    (``2``, ``2.server``, ``15[]``, ``15[3]``, ``1234_5``: ``jobs.job_ids``). An id that
-    matches several runs (a whole array, a job running variants in turn, the same number on
-    two schedulers) is a SubmitError that lists them."""
-    from hpcprof_kit.cli.jobs import run_path
-    from hpcprof_kit.jobs.job_ids import run_has_id
-    from hpcprof_kit.paths import runs_root
-
-    try:
-        return run_path(text)
-    except SubmitError:
-        pass
-    root = runs_root()
-    found = []
-    for manifest in [
-        *sorted(root.glob("*/manifest.json")),
-        *sorted(root.glob("*/*/manifest.json")),
-    ]:
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and run_has_id(text, data):
-            found.append((manifest.parent, data))
-    if len(found) == 1:
-        return found[0][0]
-    if found:
-        listed = "\n".join(f"  {path}  (job {data.get('job_id')}, {data.get('state')})"
-                            for path, data in found)  # fmt: skip
-        raise SubmitError(
-            f"job id {text!r} matches {len(found)} runs under the runs root {root}:\n{listed}\n"
-            "pass one of these run directories, or the job id of one run (an array's "
-            "subjob as N[i], a Slurm array task as N_i)"
-        )
-    raise SubmitError(
-        f"no run directory {text!r} here, and no run under the runs root {root} has job id "
-        f"{text!r}; pass the run directory or job id that submit printed, or a name that "
-        "'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to the runs root it was made under)"
-    )
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from hpcprof_kit.cli.jobs import never_submitted
+    from hpcprof_kit.cli.jobs import job_run_dir, never_submitted
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.explain import explain
     from hpcprof_kit.jobs.rundir import RunDir
