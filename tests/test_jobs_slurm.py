@@ -17,9 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hpcprof_kit.cli import main as cli_main
 from hpcprof_kit.jobs import JobSpec, submit
 
 from gates import Gate
+from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
 
 pytestmark = pytest.mark.slurm
 
@@ -229,3 +231,32 @@ def test_pbs_pro_attributes_give_exit_and_timeout_states():
 
 def test_fixture_cleans_scheduler_variables(slurm_cluster):
     assert "SLURM_JOB_ID" not in slurm_cluster.env and os.path.isfile(slurm_cluster.conf)
+
+
+def test_scancel_refused_while_the_controller_is_down_is_no_cancel(
+    cluster_env, kept_runs, tmp_path, capsys
+):
+    """The Slurm counterpart of cases.md rows 53-54: scancel fails with the controller down,
+    the job runs on and ends 0; the kit says COMPLETED and keeps what scancel said."""
+    gate = Gate(tmp_path)
+    job = submit(tiny("slurm", *gate.command("exit 0")), backend="slurm")
+    gate.wait_started()
+    assert job.state == "RUNNING"
+    job.backend.command_timeout = 3.0  # a hung squeue counts as "not answering" sooner
+    with cluster_env.controller_down():
+        assert cli_main(["cancel", str(job.run_dir)]) == 2
+        err = capsys.readouterr().err
+        cancel = job.manifest["cancel"]
+        assert (cancel["command"], cancel["accepted"]) == (f"scancel {job.job_id}", False)
+        assert cancel["exit_code"] != 0 and cancel["said"] == (
+            f"scancel: error: Kill job error on job id {job.job_id}: Unable to contact slurm "
+            "controller (connect failure)"
+        )
+        assert f"{cancel['text']}. The job was not cancelled: it runs on" in err
+        gate.release()
+        appeared, _ = _until((job.run_dir / "job_end.json").exists, bool, 120, interval=0.05)
+        assert appeared, "the job never wrote its record"
+    assert job.wait(timeout=300, progress=False) == "COMPLETED"  # slurmd reports the end late
+    assert (job.exit_code, job.manifest["note"]) == (0, "")
+    assert cli_main(["status", str(job.run_dir)]) == 0
+    assert cancel["text"] in capsys.readouterr().out.splitlines()

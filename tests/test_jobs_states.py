@@ -138,6 +138,8 @@ FORGOT = Status(ENDED, note="Slurm no longer knows job 7")
         (None, FORGOT, False, "LOST", None),
         (None, FORGOT, True, "CANCELLED", None),
         (JobEnd(0), FORGOT, False, "COMPLETED", 0),
+        (JobEnd(0), FORGOT, True, "COMPLETED", 0),  # ran to its end: a cancel changes nothing
+        (JobEnd(143, signal=15), FORGOT, True, "CANCELLED", 143),
         (JobEnd(137), FORGOT, False, "FAILED", 137),
     ],
 )

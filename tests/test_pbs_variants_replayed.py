@@ -61,6 +61,14 @@ def variant(folder: Path, index: int, job_id: str, parent: str, *, in_turn: bool
     return run
 
 
+def kit_cancel(run: Path, job_id: str, exit_code: int = 0, said: str = "") -> None:
+    """What the kit's ``cancel`` leaves in a run: its mark, then the server's answer."""
+    (run / "cancel_requested").touch()
+    RunDir(run).update(cancel={"asked_at": "T", "command": f"qdel {job_id}",
+                               "exit_code": exit_code, "said": said,
+                               "accepted": exit_code == 0})  # fmt: skip
+
+
 def state(run: Path) -> tuple[str, int | None, str]:
     status = PbsBackend().poll(run, RunDir(run).manifest()["job_id"])
     return status.state, status.exit_code, status.note
@@ -212,13 +220,23 @@ def test_history_off_a_trap_record_with_the_kits_own_qdel_is_cancelled_by_the_ki
     run = tmp_path / "mine"
     run.mkdir()
     (run / "job_end.json").write_text(json.dumps(TERM_RECORD))
-    (run / "cancel_requested").touch()  # the kit's own log of its qdel
+    kit_cancel(run, "25.pbshost")  # the kit's qdel, accepted by the server
     got, code, note = state_of_plain(run, "25.pbshost")
     assert (got, code, note) == (
         "CANCELLED",
         143,
         "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)",
     )
+
+
+def test_history_off_a_cancel_the_server_refused_is_not_the_kits_cancel(server, tmp_path):
+    """cases.md row 53: qdel refused (server down, exit 162); the job then ran to its end."""
+    server("off")
+    run = tmp_path / "mine"
+    run.mkdir()
+    (run / "job_end.json").write_text(json.dumps({"exit_code": 0, "ended_at": "T"}))
+    kit_cancel(run, "25.pbshost", 162, "Connection refused")
+    assert state_of_plain(run, "25.pbshost") == ("COMPLETED", 0, "exit code from job_end.json")
 
 
 def test_history_off_a_walltime_overrun_is_timeout_from_pbs_stderr_line(server, tmp_path):
@@ -399,11 +417,15 @@ def runs_in(sweep) -> list[Path]:
 
 def test_history_off_an_in_turn_variant_cut_without_its_record(server, tmp_path):
     """Its turn began (stdout) but no record was written (SIGKILL before the trap ran): the
-    kit's own cancel mark makes it CANCELLED; without one nothing says how it ended."""
+    kit's own cancel, accepted by the server, makes it CANCELLED; a cancel the server refused,
+    or none, leaves nothing to say how it ended."""
     server("off")
     mine = variant(tmp_path, 0, "50.pbshost", "50.pbshost", in_turn=True, started=True)
-    (mine / "cancel_requested").touch()
+    kit_cancel(mine, "50.pbshost")
     assert state(mine)[:2] == ("CANCELLED", None)
+    refused = variant(tmp_path, 2, "52.pbshost", "52.pbshost", in_turn=True, started=True)
+    kit_cancel(refused, "52.pbshost", 162, "Connection refused")
+    assert state(refused)[0] == "LOST"
     other = variant(tmp_path, 1, "51.pbshost", "51.pbshost", in_turn=True, started=True)
     got, _, note = state(other)
     assert got == "LOST" and "its turn began (stdout) but it left no job_end.json" in note

@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from hpcprof_kit.cli import main as cli_main
 from hpcprof_kit.jobs import Job, JobSpec
 from hpcprof_kit.jobs.backends.pbs import PbsBackend, attributes
 from hpcprof_kit.jobs.rundir import RunDir
 from hpcprof_kit.rehearsal import twin as twin_mod
 from hpcprof_kit.systems import load_system
+
+from gates import Gate
+from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
 
@@ -233,3 +237,49 @@ def test_history_off_qdel_of_a_running_job_is_cancelled_not_failed_143(forgetful
     assert job.exit_code == 143 and attributes(job_id) is None
     note = job.manifest["note"]
     assert note.startswith("cancelled by the kit (qdel)" if by_kit else "killed by signal 15")
+
+
+@pytest.mark.parametrize("history", [True, False], ids=["history-on", "history-off"])
+def test_twin_server_down_a_refused_cancel_is_no_cancel_and_the_job_completes(
+    tmp_path, monkeypatch, capsys, history
+):
+    """cases.md rows 53 and 54: with the server down ``qdel`` fails (exit 162, "Connection
+    refused"), the job runs on and finishes 0; the server then says F, Exit_status 0 (history
+    on) or has forgotten it (off). The kit must say COMPLETED, never "cancelled by the kit"."""
+    twin = twin_mod.build(tmp_path / "twin", load_system("aurora"), kill_grace_s=1.0,
+                          job_history=history,
+                          reservations={"R1": {"nodes": 1, "walltime": "01:00:00"}})  # fmt: skip
+    monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
+    run_dir = tmp_path / "run"
+    gate = Gate(tmp_path)
+    job_script(twin, run_dir, tuple(gate.command("exit 0")))
+    job_id = qsub(twin, run_dir).stdout.strip()
+    job = handle(run_dir, job_id)
+    gate.wait_started()
+    assert job.refresh() == "RUNNING"
+    twin.set_server_down(True)
+    assert cli_main(["cancel", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    refused = ("qdel said: Connection refused; qdel: cannot connect to server "
+               "aurora-pbs-twin (errno=15010) (exit 162)")  # fmt: skip
+    assert refused in err and "The job was not cancelled: it runs on" in err
+    cancel = RunDir(run_dir).manifest()["cancel"]
+    assert (cancel["command"], cancel["exit_code"], cancel["accepted"]) == (
+        f"qdel {job_id}", 162, False)  # fmt: skip
+    assert cancel["text"] == f"cancel asked at {cancel['asked_at']}; {refused}"
+    gate.release()
+    appeared, _ = _until((run_dir / "job_end.json").exists, bool, 120, interval=0.05)
+    assert appeared, "the job never wrote its record"
+    assert job.refresh() == "RUNNING"  # the server is silent: the last known state stays
+    twin.set_server_down(False)
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+    assert job.exit_code == 0
+    if history:  # the server's own record agrees (README: no comment after the restart)
+        attrs = attributes(job_id)
+        assert (attrs["job_state"], attrs["Exit_status"], attrs["substate"]) == ("F", "0", "92")
+        assert "comment" not in attrs
+    assert cli_main(["status", str(run_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"COMPLETED  job {job_id}  exit code 0"
+    assert f"cancel asked at {cancel['asked_at']}; {refused}" in out
+    assert "cancelled by the kit" not in job.manifest.get("note", "")

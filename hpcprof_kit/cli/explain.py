@@ -1,7 +1,8 @@
 """``hpcprof-kit explain JOB_OR_RUN``: what happened to a job and what to do next.
 
 The run is its directory, its name under the runs root (what ``hpcprof-kit runs`` lists), or
-its job id. It prints :func:`hpcprof_kit.jobs.explain.explain` in the command's words: the
+its job id in any form the schedulers print (``2``, ``2.server``, ``15[3]``, ``1234_5``; ``15[]``
+names every variant of an array: they are listed). It prints :func:`hpcprof_kit.jobs.explain.explain` in the command's words: the
 state, the exit code and signal from the job's own record, the scheduler's reason, the last
 lines of stderr, and the next step (for a job that can never run: change the request). A run
 that was never submitted shows the scheduler client's own refusal, as ``status`` does.
@@ -13,42 +14,10 @@ that was never submitted shows the scheduler client's own refusal, as ``status``
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
-
-from hpcprof_kit.errors import SubmitError
-
-
-def job_run_dir(text: str) -> Path:
-    """A run directory from its path or name, else the run under the runs root (sweeps'
-    variants included) whose manifest holds the job id ``text``."""
-    from hpcprof_kit.cli.jobs import run_path
-    from hpcprof_kit.paths import runs_root
-
-    try:
-        return run_path(text)
-    except SubmitError:
-        pass
-    root = runs_root()
-    for manifest in [
-        *sorted(root.glob("*/manifest.json")),
-        *sorted(root.glob("*/*/manifest.json")),
-    ]:
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("job_id") == text:
-            return manifest.parent
-    raise SubmitError(
-        f"no run directory {text!r} here, and no run under the runs root {root} has job id "
-        f"{text!r}; pass the run directory or job id that submit printed, or a name that "
-        "'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to the runs root it was made under)"
-    )
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from hpcprof_kit.cli.jobs import never_submitted
+    from hpcprof_kit.cli.jobs import job_run_dir, never_submitted
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.explain import explain
     from hpcprof_kit.jobs.rundir import RunDir

@@ -23,6 +23,8 @@ from hpcprof_kit.cli.spec_args import NEVER_RUNS_EXIT, _spec, _spec_options, _wa
 from hpcprof_kit.errors import SpecError, SubmitError
 
 STDERR_LINES = 8  # how much of a failed run's stderr status shows
+RUN_HELP = ("run directory, its name under the runs root, or its job id as the scheduler "
+            "prints it (2, 2.server, 15[3], 1234_5)")  # fmt: skip
 
 
 def _write_script(path: str, script: str) -> None:
@@ -119,6 +121,48 @@ def run_path(text: str) -> Path:
     )
 
 
+def job_run_dir(text: str) -> Path:
+    """A run directory from its path or name, else the one run under the runs root (sweeps'
+    variants included) that answers to the job id ``text`` in any form the schedulers print
+    (``2``, ``2.server``, ``15[]``, ``15[3]``, ``1234_5``: ``jobs.job_ids``). An id that
+    matches several runs (a whole array, a job running variants in turn, the same number on
+    two schedulers) is a SubmitError that lists them."""
+    from hpcprof_kit.jobs.job_ids import run_has_id
+    from hpcprof_kit.paths import runs_root
+
+    try:
+        return run_path(text)
+    except SubmitError:
+        pass
+    root = runs_root()
+    found = []
+    for manifest in [
+        *sorted(root.glob("*/manifest.json")),
+        *sorted(root.glob("*/*/manifest.json")),
+    ]:
+        try:
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and run_has_id(text, data):
+            found.append((manifest.parent, data))
+    if len(found) == 1:
+        return found[0][0]
+    if found:
+        listed = "\n".join(f"  {path}  (job {data.get('job_id')}, {data.get('state')})"
+                            for path, data in found)  # fmt: skip
+        raise SubmitError(
+            f"job id {text!r} matches {len(found)} runs under the runs root {root}:\n{listed}\n"
+            "pass one of these run directories, or the job id of one run (an array's "
+            "subjob as N[i], a Slurm array task as N_i)"
+        )
+    raise SubmitError(
+        f"no run directory {text!r} here, and no run under the runs root {root} has job id "
+        f"{text!r}; pass the run directory or job id that submit printed, or a name that "
+        "'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to the runs root it was made under)"
+    )
+
+
 def failure_lines(run_dir: Path, n: int = STDERR_LINES) -> list[str]:
     """The last ``n`` non-empty lines of a run's stderr, for a failed status."""
     try:
@@ -151,9 +195,10 @@ def never_submitted(run_dir: Path, data: dict) -> list[str]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
+    from hpcprof_kit.jobs.backends import cancel_said
     from hpcprof_kit.jobs.rundir import RunDir
 
-    path = run_path(args.run_dir)
+    path = job_run_dir(args.run_dir)
     data = RunDir(path).manifest()
     if not data.get("job_id") or not data.get("backend"):
         if args.json:
@@ -170,6 +215,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{data['state']}  job {data['job_id']}  exit code {data.get('exit_code')}")
     if data.get("note"):
         print(f"note: {data['note']}")
+    if cancel_said(data):
+        print(cancel_said(data))
     if data.get("comment"):
         print(f"scheduler comment: {data['comment']}")
     if data["state"] in ("FAILED", "TIMEOUT", "CANCELLED"):
@@ -185,7 +232,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.rundir import RunDir
 
-    path = run_path(args.run_dir)
+    path = job_run_dir(args.run_dir)
     data = RunDir(path).manifest()
     if not data.get("job_id") or not data.get("backend"):
         raise SubmitError(
@@ -242,13 +289,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help=WAIT_EXIT_HELP)
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("status", help="state of a run (from its run directory or its name)")
-    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
+    p = sub.add_parser("status", help="state of a run (its run directory, its name or job id)")
+    p.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     p.add_argument("--json", action="store_true", help="the manifest as JSON")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("cancel", help="cancel a run (from its run directory or its name)")
-    p.add_argument("run_dir", metavar="RUN", help="run directory, or its name under the runs root")
+    p = sub.add_parser("cancel", help="cancel a run (its run directory, its name or job id)")
+    p.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     p.add_argument("--all", action="store_true",
                    help="a sweep variant that shares one PBS job with others (variants in "
                    "turn): delete that whole job, ending its other variants too")  # fmt: skip

@@ -4,7 +4,8 @@
 runs every combination (an app flag is written ``--vary=--FLAG=V1,V2``: its dashes would
 otherwise read as an option); ``--dry-run`` prints the variants and the script they would
 run, submitting and writing nothing (``render --vary`` alike); ``--resume SWEEP_DIR`` runs only
-the variants that are missing or did not complete; ``hpcprof-kit sweep compare SWEEP_DIR``
+the variants that are missing or did not complete (the job flags given with it, ``--walltime``,
+``--queue``, ``--nodes``, ``--account``..., apply to them, not to a field the grid varies); ``hpcprof-kit sweep compare SWEEP_DIR``
 writes and prints ``comparison.csv``, which ``--wait`` prints at the end too.
 
 >>> from hpcprof_kit.cli import main
@@ -17,7 +18,13 @@ import argparse
 import json
 import sys
 
-from hpcprof_kit.cli.spec_args import NEVER_RUNS_EXIT, _spec, _spec_options, _warnings_as_lines
+from hpcprof_kit.cli.spec_args import (
+    NEVER_RUNS_EXIT,
+    SPEC_FLAGS,
+    _spec,
+    _spec_options,
+    _warnings_as_lines,
+)
 from hpcprof_kit.errors import SpecError
 
 
@@ -92,11 +99,36 @@ def sweep_from_args(args: argparse.Namespace):
                 "--resume runs the grid kept in the sweep's sweep.json; leave --vary out, "
                 "or start a new sweep without --resume"
             )
-        return Sweep.load(args.resume)
+        return Sweep.load(args.resume).with_job_flags(resume_flags(args))
     if not args.vary:
         raise SpecError("sweep needs at least one --vary FIELD=V1,V2 (e.g. --vary nodes=1,2)")
     base = _spec(args)
     return Sweep(base, parse_vary(args.vary, base)).validate()
+
+
+# What a resume keeps from its sweep whatever is given: the job itself (its system and
+# example); every other job flag applies to the variants it runs again.
+KEPT_ON_RESUME = ("system", "example")
+
+
+def resume_flags(args: argparse.Namespace) -> dict:
+    """The job flags given with ``--resume`` (``--walltime``, ``--queue``, ``--nodes``,
+    ``--account``...); SpecError for what a resume cannot change."""
+    given = {key: getattr(args, key) for key in SPEC_FLAGS if hasattr(args, key)}
+    for key in KEPT_ON_RESUME:
+        if key in given:
+            raise SpecError(
+                f"--{key} {given[key]}: a resume runs the sweep's own {key} (its sweep.json); "
+                f"leave --{key} out, or start a new sweep with --{key} {given[key]}"
+            )
+    if getattr(args, "spec", None):
+        raise SpecError(f"--spec {args.spec}: a resume runs the spec kept in the sweep's "
+                        "sweep.json; leave --spec out and give the flags to change")  # fmt: skip
+    if getattr(args, "app_command", None):
+        words = " ".join(args.app_command)
+        raise SpecError(f"'-- {words}': a resume runs the sweep's own command and arguments; "
+                        "leave them out, or start a new sweep with them")  # fmt: skip
+    return given
 
 
 def vary_option(p: argparse.ArgumentParser) -> None:
@@ -132,7 +164,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _spec_options(p)
     vary_option(p)
-    p.add_argument("--resume", metavar="SWEEP_DIR", help="run a sweep's missing/failed variants")
+    p.add_argument("--resume", metavar="SWEEP_DIR",
+                   help="run a sweep's missing/failed variants, with the job flags given "
+                   "(--walltime, --queue, --nodes, --account...)")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "local", "slurm", "pbs"),
                    help="auto (default): the system's scheduler; local runs each here")  # fmt: skip
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",

@@ -22,7 +22,7 @@ job local-... ended FAILED
 
 from __future__ import annotations
 
-from hpcprof_kit.jobs.backends import can_never_run
+from hpcprof_kit.jobs.backends import can_never_run, cancel_said
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
 __all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "not_started_advice",
@@ -204,6 +204,8 @@ def explain(job, cli: bool = False) -> str:
         lines.append(f"  signal: {signal_note(record.killed_by)}")
     if data.get("note") and state != "NOT_STARTED":  # that advice says it, with what to do
         lines.append(f"  note: {data['note']}")
+    if cancel_said(data):  # what the kit asked and what the scheduler answered
+        lines.append(f"  {cancel_said(data)}")
     reason = _scheduler_reason(job)
     if reason:
         meaning = scheduler_meaning(reason, job.job_id)

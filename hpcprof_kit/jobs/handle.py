@@ -145,7 +145,9 @@ class Job:
         signals nothing it cannot prove is the job). A sweep variant that shares one PBS job
         with others (variants in turn) is skipped alone before its turn; once it has begun,
         only ``whole_job=True`` deletes the job, and with it the other variants' turns (a
-        SubmitError says which, otherwise).
+        SubmitError says which, otherwise). A scheduler that refuses the cancel (a server
+        down) is a SubmitError with its words, also kept in the manifest's ``cancel``: the job
+        runs on, and its state keeps coming from its own record and the scheduler.
         """
         state = self.refresh()
         if state == "LOST":

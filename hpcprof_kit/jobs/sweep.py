@@ -83,6 +83,8 @@ class Sweep:
         # What a PBS server said of the queue's limits the record does not give (asked at
         # submission: ``sweep_array.learn_server_limits``); None: not asked, or no answer.
         self.server_limits: Any = None
+        # Job flags given with this resume (``with_job_flags``), recorded when it runs.
+        self.job_flags: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         where = self.path or "not written yet"
@@ -171,7 +173,48 @@ class Sweep:
                 f"{folder} has no {SWEEP_FILE}: it is not a sweep directory; pass the folder "
                 "that sweep() printed (runs/sweep_...)"
             ) from None
-        return cls(JobSpec.from_json(data["base"]), data["grid"], path=folder)
+        # The job flags earlier resumes gave stay in force: a rerun never falls back silently
+        # to the walltime (or queue) that did not do.
+        base = JobSpec.from_json(data["base"]).with_(**data.get("job_flags", {}))
+        return cls(base, data["grid"], path=folder)
+
+    def with_job_flags(self, flags: Mapping[str, Any]) -> Sweep:
+        """This sweep with job flags (``walltime``, ``queue``, ``nodes``, ``account``...) set on
+        the variants it runs again: checked now (SpecError names the variant, or the field the
+        grid varies, which each variant keeps), recorded in ``sweep.json`` when they run."""
+        for name, value in flags.items():
+            if name in self.grid:
+                shown = ",".join(label_text(v) for v in self.grid[name])
+                flag = "--" + name.replace("_", "-")
+                raise SpecError(
+                    f"{flag} {value}: {name} is a field this sweep varies ({name}={shown}), "
+                    f"so each variant keeps its own value on --resume; leave {flag} out, or "
+                    f"start a new sweep with --vary {name}=... (the values you want)"
+                )
+        if not flags:
+            return self
+        resumed = Sweep(self.base.with_(**flags), self.grid, self.runs_root, self.path)
+        resumed.job_flags = dict(flags)
+        for v in resumed.pending() if self.path is not None else resumed.variants:
+            try:
+                v.spec.validate()
+            except SpecError as exc:
+                raise SpecError(
+                    f"variant {v.index} ({v.label}) with the flags given: {exc}"
+                ) from None
+        return resumed
+
+    def _record_job_flags(self, todo: Sequence[Variant]) -> None:
+        """Keep the flags of this resume in ``sweep.json``: in force for later resumes
+        (``job_flags``), and in each variant they reran and the resume's own entry."""
+        data = self.record()
+        data["job_flags"] = {**data.get("job_flags", {}), **self.job_flags}
+        data.setdefault("resumes", []).append(
+            {"at": now_iso(), "job_flags": self.job_flags, "variants": [v.index for v in todo]}
+        )
+        for v in todo:
+            data["variants"][v.index]["job_flags"] = dict(data["job_flags"])
+        self._write(data)
 
     # ---- running --------------------------------------------------------------------------
     def pending(self) -> list[Variant]:
@@ -201,6 +244,8 @@ class Sweep:
 
             learn_server_limits(self)
         self.create()
+        if self.job_flags:
+            self._record_job_flags(todo)
         if name == "local":
             self._run_local(todo)
             return self

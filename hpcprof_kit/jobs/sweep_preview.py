@@ -67,6 +67,7 @@ def preview(sweep: Any, backend: str = "auto", variants: Sequence[Any] | None = 
         f"sweep of {base.label} on {base.system}: {len(todo)} variant"
         f"{'s' if len(todo) != 1 else ''}, {how}",
         "(a preview: nothing is run and nothing is written)",
+        *_flag_lines(sweep),
         *_variant_lines(todo),
     ]
     if name == "local":
@@ -78,6 +79,15 @@ def preview(sweep: Any, backend: str = "auto", variants: Sequence[Any] | None = 
     lines.append("the script submitted (array.sh in the sweep directory; each variant's run "
                  "directory is made at submission):")  # fmt: skip
     return "\n".join(lines) + "\n" + script
+
+
+def _flag_lines(sweep: Any) -> list[str]:
+    """The job flags a resume gives its variants (recorded in sweep.json once they run)."""
+    flags = getattr(sweep, "job_flags", None)
+    if not flags:
+        return []
+    words = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in flags.items())
+    return [f"job flags for the variants it runs again: {words} (kept in sweep.json when they run)"]
 
 
 def _variant_lines(todo: Sequence[Any]) -> list[str]:

@@ -41,6 +41,22 @@ from hpcprof_kit.rehearsal.pbs_request import (
 from hpcprof_kit.rehearsal.twin import TAG, Twin
 
 WRAP = 78  # qstat -f wraps a line longer than this onto tab-indented continuation lines
+# A client's answer while the server is down, as a real OpenPBS 23.06 answered: qdel exited
+# 162 (PBSE_NOCONNECTS 15010, as an exit status) with "Connection refused"; qsub the same.
+# qstat's exit status was not recorded: the twin gives it the same code.
+DOWN_EXIT = 162
+DOWN_ERRNO = 15010
+
+
+def server_down(twin: Twin, client: str) -> int:
+    """``client``'s refusal while the twin's server is down (0 while it is up)."""
+    if not twin.server_down:
+        return 0
+    server = f"{twin.config['system']}-pbs-twin"
+    print(f"Connection refused\n{client}: cannot connect to server {server} "
+          f"(errno={DOWN_ERRNO})", file=sys.stderr)  # fmt: skip
+    twin.log(client, ok=False, message="Connection refused", exit=DOWN_EXIT)
+    return DOWN_EXIT
 
 
 # ---- the clients ---------------------------------------------------------------------------
@@ -50,6 +66,8 @@ def server_record(twin: Twin):
 
 
 def qsub(twin: Twin, args: list[str]) -> int:
+    if server_down(twin, "qsub"):
+        return DOWN_EXIT
     record = server_record(twin)
     req = JobRequest()
     try:
@@ -141,6 +159,8 @@ def _attributes(job: dict) -> dict:
 
 
 def qstat(twin: Twin, args: list[str]) -> int:
+    if server_down(twin, "qstat"):
+        return DOWN_EXIT
     record = server_record(twin)
     if twin.server and ("-Q" in args or "-Qf" in args):
         names = [a for a in args if not a.startswith("-")]
@@ -283,7 +303,10 @@ def _queued_subjob(twin: Twin, job_id: str, history: bool = True) -> dict | None
 def qdel(twin: Twin, args: list[str]) -> int:
     """Delete jobs as PBS does: a queued job ends at once (no exit status, substate 91), a
     running one gets SIGTERM and, after the grace period, SIGKILL (its runner does both), and
-    ends with Exit_status 271 and "terminated by USER@HOST"; a finished one is refused."""
+    ends with Exit_status 271 and "terminated by USER@HOST"; a finished one is refused. While
+    the server is down nothing is deleted (exit 162, "Connection refused")."""
+    if server_down(twin, "qdel"):
+        return DOWN_EXIT
     for job_id in args:
         job = read_job(twin, job_id)
         if job is None and re.search(r"\[\d+\]", job_id):

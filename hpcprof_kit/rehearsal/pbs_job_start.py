@@ -201,6 +201,8 @@ def _run_single(twin: Twin, job: dict) -> int:
         how, sub = ("finished", FINISHED) if code == 0 else ("failed", FAILED_SUBSTATE)
     job.update(job_state="F", Exit_status=code, substate=sub, ended=time.time(),
                comment=_comment(job, hosts, how))  # fmt: skip
+    if Twin.open(twin.root).server_down:  # the server learns the end at its restart, and a
+        del job["comment"]  # real one then showed no comment for it
     write_job(twin, job)
     twin.log("job_end", job_id=job["id"], exit_code=code)
     return code

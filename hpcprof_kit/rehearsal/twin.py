@@ -68,6 +68,21 @@ class Twin:
                 os.environ["HPCPROF_SYSTEMS_DIR"] = before
 
     @property
+    def server_down(self) -> bool:
+        """Whether the twin's PBS server is stopped (``set_server_down``)."""
+        return bool(self.config.get("server_down"))
+
+    def set_server_down(self, down: bool) -> None:
+        """Stop (True) or restart (False) the twin's PBS server. While it is down its clients
+        fail as real ones did (``qdel``: exit 162, ``Connection refused``) and the jobs already
+        running carry on under their MoM; ``twin.json`` is replaced whole, so a client reading
+        it meanwhile sees the old or the new state, never half of it."""
+        self.config["server_down"] = down
+        tmp = self.root / f".{CONFIG}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(self.config, indent=1))
+        os.replace(tmp, self.root / CONFIG)
+
+    @property
     def server(self) -> dict[str, Any] | None:
         """A generic PBS server's own configuration (``build_generic``); None for a twin of a
         system record (Aurora, Polaris), whose queues the record gives."""

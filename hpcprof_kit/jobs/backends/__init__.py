@@ -29,7 +29,10 @@ STATES = ("QUEUED", "RUNNING", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "L
           "NOT_STARTED")  # fmt: skip
 FINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "LOST", "NOT_STARTED"})
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub", "local": "bash"}
-CANCEL_MARK = "cancel_requested"  # written by the kit before it cancels, so the reason survives
+# Written by the kit before it asks the scheduler to cancel (a job can end on the SIGTERM
+# before the command returns); the manifest's ``cancel`` then says what the scheduler answered.
+# Only an accepted cancel counts as the kit's: the intent alone never makes a job CANCELLED.
+CANCEL_MARK = "cancel_requested"
 # A scheduler command that has not answered in this long counts as "not answering".
 COMMAND_TIMEOUT_S = 20.0
 
@@ -102,6 +105,79 @@ def run_command(args: list[str], what: str, **kwargs) -> subprocess.CompletedPro
             f"{done.stderr.strip() or done.stdout.strip()}"
         )
     return done
+
+
+def ask_to_cancel(run_dirs: list[Path], args: list[str], what: str) -> None:
+    """Run the scheduler's cancel command (``qdel ID``, ``scancel ID``) for the runs in
+    ``run_dirs``: each gets the cancel mark first, then, in its manifest's ``cancel``, when it
+    was asked, the command, its exit code and what it said. SubmitError when the scheduler
+    refused or gave no answer: the job was not cancelled by the kit, and its state keeps
+    coming from its own record and the scheduler."""
+    from hpcprof_kit.jobs.rundir import RunDir, now_iso
+
+    asked = {"asked_at": now_iso(), "command": " ".join(args)}
+    for run_dir in run_dirs:
+        (run_dir / CANCEL_MARK).touch()
+        RunDir(run_dir).update(cancel=asked)
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        code, said = done.returncode, (done.stderr.strip() or done.stdout.strip())
+    except FileNotFoundError:
+        code, said = None, f"{args[0]} is not on PATH"
+    except subprocess.TimeoutExpired:
+        code, said = None, "no answer in 60 s"
+    said = "; ".join(line.strip() for line in said.splitlines() if line.strip())
+    answer = {**asked, "exit_code": code, "said": said, "accepted": code == 0,
+              "text": cancel_text(asked["asked_at"], args[0], said, code)}  # fmt: skip
+    for run_dir in run_dirs:
+        RunDir(run_dir).update(cancel=answer)
+    if code != 0:
+        raise SubmitError(
+            f"{what}: {answer['text']}. The job was not cancelled: it runs on, and its state "
+            f"comes from its own record and the scheduler (hpcprof-kit status {run_dirs[0]}); "
+            "cancel again once the scheduler answers"
+        )
+
+
+def cancel_text(asked_at: str, client: str, said: str, code: int | None) -> str:
+    """One line for what a cancel asked and what the scheduler answered.
+
+    >>> cancel_text("T", "qdel", "Connection refused", 162)
+    'cancel asked at T; qdel said: Connection refused (exit 162)'
+    >>> cancel_text("T", "scancel", "", 0)
+    'cancel asked at T; scancel accepted it (exit 0)'
+    """
+    if code == 0:
+        return f"cancel asked at {asked_at}; {client} accepted it (exit 0)"
+    tail = f" (exit {code})" if code is not None else ""
+    return f"cancel asked at {asked_at}; {client} said: {said or '(nothing)'}{tail}"
+
+
+def cancel_said(manifest: dict) -> str | None:
+    """The manifest's line on a cancel the kit asked for; None when it asked for none.
+
+    >>> cancel_said({"cancel": {"asked_at": "T", "command": "qdel 7.h"}})
+    'cancel asked at T (qdel 7.h); no answer recorded'
+    """
+    cancel = manifest.get("cancel")
+    if not isinstance(cancel, dict):
+        return None
+    return cancel.get("text") or (
+        f"cancel asked at {cancel.get('asked_at')} ({cancel.get('command')}); no answer recorded"
+    )
+
+
+def cancel_accepted(run_dir: Path) -> bool:
+    """Whether the kit asked the scheduler to cancel this run and the scheduler accepted it
+    (the manifest's ``cancel``); a cancel refused, unanswered or still being asked is not."""
+    import json
+
+    try:
+        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    cancel = manifest.get("cancel") if isinstance(manifest, dict) else None
+    return isinstance(cancel, dict) and cancel.get("accepted") is True
 
 
 def get_backend(name: str) -> Backend:

@@ -94,8 +94,10 @@ def from_exit_code(code: int, hosts: tuple[str, ...] = (), source: str = "") -> 
 
 
 def from_record(record: JobEnd, hosts: tuple[str, ...] = (), cancelled: bool = False) -> Status:
-    """The state the job's own record gives when the scheduler cannot add anything."""
-    if cancelled:
+    """The state the job's own record gives when the scheduler cannot add anything: a
+    cancel by the kit counts only where the record says a signal ended the job (one that
+    ran to its end despite a cancel asked is what its record says)."""
+    if cancelled and record.killed_by:
         return Status("CANCELLED", record.exit_code, hosts, f"cancelled (exit code from {JOB_END})")
     if record.signal:
         return Status(
@@ -124,7 +126,7 @@ def judge(record: JobEnd | None, answer: Status, cancelled: bool) -> Status:
             f"{answer.note}, and the job left no exit record ({JOB_END})",
         )  # fmt: skip
     if answer.state in FINAL_STATES:
-        if cancelled and answer.state == "FAILED":  # the kit's cancel killed it
+        if cancelled and answer.state == "FAILED":  # the kit's accepted cancel killed it
             return replace(answer, state="CANCELLED")
         if answer.exit_code is None and record is not None:
             return replace(answer, exit_code=record.exit_code)

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from hpcprof_kit.errors import SubmitError
 from hpcprof_kit.jobs.backends import (
-    CANCEL_MARK,
     COMMAND_TIMEOUT_S,
     SchedulerNotAnswering,
     Status,
+    ask_to_cancel,
+    cancel_accepted,
     job_environment,
     run_command,
 )
@@ -191,8 +192,10 @@ def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Sta
     """The kit's state from PBS attributes (``job_state``, ``Exit_status``/``exit_status``,
     ``substate``, ``comment``); ``ENDED`` when the job finished without an exit status
     (Torque-style wrappers). A job deleted with ``qdel`` (substate 91; PBS's comment says
-    "terminated by USER@HOST" when it had started) is CANCELLED, whoever deleted it. The
-    ``comment`` rides along on every state.
+    "terminated by USER@HOST" when it had started) is CANCELLED, whoever deleted it; a job
+    the kit's accepted ``qdel`` ended with a signal's status, where the server shows no
+    substate (Torque-style). ``cancelled`` alone never makes a job that finished CANCELLED.
+    The ``comment`` rides along on every state.
 
     >>> state_from_attributes({"job_state": "F", "Exit_status": "271", "substate": "91",
     ...     "comment": "Job run at Tue Nov 24 at 19:54 on (h:ncpus=1) and terminated by u@h"}).note
@@ -211,8 +214,9 @@ def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Sta
         return Status(mapped, None, hosts, comment=said)
     raw = attrs.get("Exit_status", attrs.get("exit_status"))
     code = int(raw) if raw is not None and raw.strip().lstrip("-").isdigit() else None
+    killed = code is not None and code > SIGNAL_BASE
     deleted = attrs.get("substate") == DELETED_SUBSTATE or TERMINATED_BY.search(said)
-    if cancelled or deleted:
+    if deleted or (cancelled and killed and "substate" not in attrs):
         who = TERMINATED_BY.search(said)
         how = f"deleted by {who.group(1)} (qdel)" if who else "deleted (qdel)"
         if code is None:
@@ -245,7 +249,7 @@ class PbsBackend:
 
     def poll(self, run_dir: Path, job_id: str) -> Status:
         """The run's state: its own record first, then the server (see ``pbs_outcome``)."""
-        cancelled = (run_dir / CANCEL_MARK).exists()
+        cancelled = cancel_accepted(run_dir)
         try:
             attrs = attributes(job_id, self.command_timeout)
         except SchedulerNotAnswering:
@@ -272,7 +276,10 @@ class PbsBackend:
         """``qdel`` the job; a variant of a job that runs its sweep's variants in turn is
         passed over when its turn comes instead, and a variant that has begun is deleted only
         with ``whole_job``, which deletes the shared job and every turn in it (a job whose
-        other variants have all ended is deleted as any job)."""
+        other variants have all ended is deleted as any job). Each run the ``qdel`` ends
+        records what was asked and what the server answered (``ask_to_cancel``); a refused
+        ``qdel`` is a SubmitError."""
+        others: list[Path] = []
         if in_turn(read_manifest(run_dir)):
             others = [p for p in shared_turns(run_dir, job_id)
                       if turn_word(p) in ("running", "waiting")]  # fmt: skip
@@ -282,9 +289,7 @@ class PbsBackend:
                 raise SubmitError(shared_job_refusal(run_dir, job_id))
             for sibling in others:
                 claim_turn(sibling, "skipped")  # the ones not begun yet: cancelled before it
-                (sibling / CANCEL_MARK).touch()
-        (run_dir / CANCEL_MARK).touch()
-        run_command(["qdel", job_id], f"cancel PBS job {job_id}")
+        ask_to_cancel([run_dir, *others], ["qdel", job_id], f"cancel PBS job {job_id}")
 
     def reason(self, run_dir: Path, job_id: str) -> str | None:
         """The PBS server's ``comment`` on the job (``Can Never Run: ...``, ``Not Running:

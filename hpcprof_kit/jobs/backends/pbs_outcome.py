@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hpcprof_kit.jobs.backends import CANCEL_MARK, FINAL_STATES, Status
+from hpcprof_kit.jobs.backends import FINAL_STATES, Status, cancel_accepted
 from hpcprof_kit.jobs.backends.outcome import (
     ENDED,
     JOB_END,
@@ -62,7 +62,7 @@ class Evidence:
     """What the run directory says besides the record: what the kit did, whether the script
     began, and how the variant shares its job."""
 
-    cancelled: bool = False  # the kit deleted it (its cancel mark)
+    cancelled: bool = False  # the kit deleted it (its qdel, accepted by the server)
     skipped: bool = False  # cancelled before its turn in a shared job
     started: bool = True  # its script began (a record, its stdout, a claimed turn)
     variant: bool = False  # a sweep variant (an array subjob, or a turn of a shared job)
@@ -135,7 +135,7 @@ def gather(run_dir: Path, record: JobEnd | None) -> Evidence:
         or (Path(run_dir) / "stdout").exists()
     )
     return Evidence(
-        cancelled=(Path(run_dir) / CANCEL_MARK).exists(),
+        cancelled=cancel_accepted(run_dir),
         skipped=turn == "skipped",
         started=started,
         variant=variant,

@@ -18,11 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from hpcprof_kit.jobs.backends import (
-    CANCEL_MARK,
     COMMAND_TIMEOUT_S,
     SchedulerNotAnswering,
     Status,
+    ask_to_cancel,
     can_never_run,
+    cancel_accepted,
     job_environment,
     run_command,
 )
@@ -167,7 +168,7 @@ class SlurmBackend:
                 return own
             raise
         # Read after the answer: a job the scheduler calls ended wrote its record before that.
-        record, cancelled = read_job_end(run_dir), (run_dir / CANCEL_MARK).exists()
+        record, cancelled = read_job_end(run_dir), cancel_accepted(run_dir)
         judged = judge(record, answer, cancelled)
         if judged.state in ("CANCELLED", "LOST") and record is None and not_begun(run_dir):
             if cancelled:
@@ -219,8 +220,9 @@ class SlurmBackend:
         return {}
 
     def cancel(self, run_dir: Path, job_id: str) -> None:
-        (run_dir / CANCEL_MARK).touch()
-        run_command(["scancel", job_id], f"cancel Slurm job {job_id}")
+        """``scancel`` the job, recording what was asked and what Slurm answered; a refused
+        ``scancel`` is a SubmitError (``ask_to_cancel``)."""
+        ask_to_cancel([run_dir], ["scancel", job_id], f"cancel Slurm job {job_id}")
 
     def reason(self, run_dir: Path, job_id: str) -> str | None:
         """Slurm's own ``Reason`` for the job (``squeue -o %r``, else ``scontrol show job``):
