@@ -77,3 +77,40 @@ def test_an_mpi_report_computes_nothing_of_the_run_again(gpu_run, calls):
     rep = report_from_summary(run)
     assert dict(calls) == {}
     assert rep.panes["overview"].missing["idle_split"].startswith("not kept in the per-rank")
+
+
+def _step_with_items(path, device_item: bool):
+    """One step: a 1 ms kernel; meanwhile the host reads a scalar (``.item()``), of a device
+    tensor (a copy and a stream sync inside it) or of a CPU tensor (nothing inside it); the
+    device then idles 0.5 ms before the next kernel."""
+    import json
+
+    x = {"ph": "X", "pid": 1, "tid": 1}
+    events = [
+        {**x, "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 2000},
+        {**x, "cat": "cpu_op", "name": "aten::item", "ts": 900, "dur": 150},
+        {**x, "cat": "cpu_op", "name": "aten::_local_scalar_dense", "ts": 905, "dur": 140},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "gemm", "ts": 0, "dur": 1000,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "gemm", "ts": 1550, "dur": 100,
+         "args": {"device": 0, "stream": 7, "correlation": 2}},
+    ]  # fmt: skip
+    if device_item:
+        events += [
+            {**x, "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "ts": 910, "dur": 5},
+            {**x, "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 920, "dur": 120},
+        ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return traces.load(path, cache=False)
+
+
+def test_a_cpu_tensors_item_is_no_sync_and_a_device_tensors_is(tmp_path):
+    from hpcprof_kit.traces.view.signals import sync_gaps
+
+    cpu = sync_gaps(_step_with_items(tmp_path / "cpu-0-of-1.json", device_item=False))
+    assert cpu.empty  # an optimizer's step counter: nothing waited for
+    gpu = sync_gaps(_step_with_items(tmp_path / "gpu-0-of-1.json", device_item=True))
+    assert sorted(gpu["name"]) == ["aten::_local_scalar_dense", "cudaStreamSynchronize"]
+    # the device idles from each call's end (1045 µs, 1040 µs) to the next kernel (1550 µs)
+    assert dict(zip(gpu["name"], gpu["idle_after_ns"], strict=True)) == {
+        "aten::_local_scalar_dense": 505_000, "cudaStreamSynchronize": 510_000}  # fmt: skip

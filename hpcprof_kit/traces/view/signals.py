@@ -315,6 +315,7 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
     df = bare(df)
     rows = text_test(df["name"], lambda s: s.str.contains(N.SYNC_NAMES, regex=True))
     rows &= (df["step"].to_numpy() >= 0) & (df["device"].to_numpy() < 0)
+    rows &= ~_scalar_of_host_tensor(df, rows)
     sync = df[rows]
     cols = ["rank", "step", "name", "ts_ns", "dur_ns", "idle_after_ns", "next_device_ns"]
     if sync.empty:
@@ -353,6 +354,34 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
             "next_device_ns": following,
         }
     )
+
+
+def _scalar_of_host_tensor(df: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` read a scalar of a host tensor: ``aten::_local_scalar_dense`` (what
+    ``.item()`` runs) with no runtime call inside it on its thread. A device tensor's scalar
+    is copied and waited for by runtime calls (``cudaMemcpyAsync``, ``cudaStreamSynchronize``)
+    within it; a CPU tensor's (an optimizer's step counter) waits for nothing."""
+    scalar = rows & text_test(df["name"], lambda s: s == "aten::_local_scalar_dense")
+    out = np.zeros(len(df), dtype=bool)
+    if not scalar.any():
+        return out
+    runtime = text_test(df["track"], lambda s: s == "runtime")
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    tid = df["tid"].cat.codes.to_numpy() if hasattr(df["tid"], "cat") else df["tid"].to_numpy()
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
+    calls = np.flatnonzero(runtime)
+    threads = {}  # (rank, thread) -> its runtime calls' starts, sorted
+    for key in set(zip(rank[calls].tolist(), tid[calls].tolist(), strict=True)):
+        mine = calls[(rank[calls] == key[0]) & (tid[calls] == key[1])]
+        threads[key] = np.sort(ts[mine])
+    for i in np.flatnonzero(scalar):
+        starts = threads.get((int(rank[i]), int(tid[i])))
+        inside = starts is not None and bool(
+            np.searchsorted(starts, ts[i], "left") < np.searchsorted(starts, end[i], "right")
+        )
+        out[i] = not inside
+    return out
 
 
 def kernel_rows(df: pd.DataFrame) -> np.ndarray:
