@@ -566,7 +566,9 @@ def test_not_a_trace_table_is_an_error():
 
 
 def test_rank_without_device_events_is_named(tmp_path):
-    (tmp_path / "r0.json").write_text(json.dumps(_kineto(waits_events())))
+    gpu = _kineto(waits_events())
+    gpu["distributedInfo"] = {"rank": 0, "world_size": 2}  # the two ranks of one run
+    (tmp_path / "r0.json").write_text(json.dumps(gpu))
     cpu = _kineto([_x("cpu_op", "aten::mm", 0, 10)])
     cpu["distributedInfo"] = {"rank": 1, "world_size": 2}
     (tmp_path / "r1.json").write_text(json.dumps(cpu))

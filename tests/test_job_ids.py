@@ -90,4 +90,5 @@ def test_an_id_of_several_runs_lists_them_and_picks_none(
 def test_a_pbs_array_is_no_job_by_its_plain_number(runs, isolated_runs, capsys):
     """As for qstat, ``15`` is not the array ``15[]``; and ``2`` is not ``21``."""
     assert cli_main(["status", "15"]) == 2
-    assert f"no run under the runs root {isolated_runs} has job id '15'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"under the runs root {isolated_runs}, and no run there has job id '15'" in err

@@ -150,6 +150,7 @@ def test_status_of_an_unknown_run_says_where_it_looked(isolated_runs, capsys):
     assert main(["status", "nope_local_N1_R1"]) == 2
     assert capsys.readouterr().err == (
         f"hpcprof-kit status: no run directory 'nope_local_N1_R1' here or under the runs root "
-        f"{isolated_runs}; pass the path that submit printed, or a name that 'hpcprof-kit runs' "
-        "lists (set HPCPROF_RUNS_DIR to the runs root it was made under)\n"
+        f"{isolated_runs}, and no run there has job id 'nope_local_N1_R1'; pass the run "
+        "directory or job id that submit printed, or a name that 'hpcprof-kit runs' lists (set "
+        "HPCPROF_RUNS_DIR to the runs root it was made under)\n"
     )

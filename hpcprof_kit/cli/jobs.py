@@ -157,8 +157,8 @@ def job_run_dir(text: str) -> Path:
             "subjob as N[i], a Slurm array task as N_i)"
         )
     raise SubmitError(
-        f"no run directory {text!r} here, and no run under the runs root {root} has job id "
-        f"{text!r}; pass the run directory or job id that submit printed, or a name that "
+        f"no run directory {text!r} here or under the runs root {root}, and no run there has "
+        f"job id {text!r}; pass the run directory or job id that submit printed, or a name that "
         "'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to the runs root it was made under)"
     )
 
