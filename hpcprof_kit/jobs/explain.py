@@ -204,8 +204,8 @@ def explain(job, cli: bool = False) -> str:
         lines.append(f"  signal: {signal_note(record.killed_by)}")
     if data.get("note") and state != "NOT_STARTED":  # that advice says it, with what to do
         lines.append(f"  note: {data['note']}")
-    if cancel_said(data):  # what the kit asked and what the scheduler answered
-        lines.append(f"  {cancel_said(data)}")
+    if cancel_line := cancel_said(data):  # what the kit asked and what the scheduler answered
+        lines.append(f"  {cancel_line}")
     reason = _scheduler_reason(job)
     if reason:
         meaning = scheduler_meaning(reason, job.job_id)

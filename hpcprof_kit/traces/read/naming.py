@@ -74,7 +74,7 @@ def check_one_run(files: list[Path], found: list[Any]) -> None:
             "separately (they are different runs), e.g. one prefix at a time with a glob "
             "such as 'traces/trace*', or rename one as <prefix>-<rank>-of-<world>.json"
         )
-    _check_run_facts(files, found)
+    check_same_run(files, found)
 
 
 # What every rank of one run records alike, and how to read it from a part's metadata; a rank
@@ -86,11 +86,11 @@ RUN_FACTS = {
 }  # fmt: skip
 
 
-def _check_run_facts(files: list[Path], found: list[Any]) -> None:
+def check_same_run(files: list[Path], found: list[Any]) -> None:
     """Raise TraceFormatError naming the first fact (``RUN_FACTS``) on which two files differ.
 
     >>> from types import SimpleNamespace as P
-    >>> _check_run_facts([Path("a-0-of-8.json"), Path("b-1-of-2.json")],
+    >>> check_same_run([Path("a-0-of-8.json"), Path("b-1-of-2.json")],
     ...                  [P(meta={"world_size": 8}), P(meta={"world_size": 2})])
     Traceback (most recent call last):
     ...

@@ -370,17 +370,13 @@ def _scalar_of_host_tensor(df: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     tid = df["tid"].cat.codes.to_numpy() if hasattr(df["tid"], "cat") else df["tid"].to_numpy()
     ts = df["ts_ns"].to_numpy(dtype=np.int64)
     end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
+    thread = rank * (int(tid.max(initial=0)) + 2) + tid + 1  # one number per (rank, thread)
     calls = np.flatnonzero(runtime)
-    threads = {}  # (rank, thread) -> its runtime calls' starts, sorted
-    for key in set(zip(rank[calls].tolist(), tid[calls].tolist(), strict=True)):
-        mine = calls[(rank[calls] == key[0]) & (tid[calls] == key[1])]
-        threads[key] = np.sort(ts[mine])
+    calls = calls[np.lexsort((ts[calls], thread[calls]))]  # by thread, then start
+    keys, starts = thread[calls], ts[calls]
     for i in np.flatnonzero(scalar):
-        starts = threads.get((int(rank[i]), int(tid[i])))
-        inside = starts is not None and bool(
-            np.searchsorted(starts, ts[i], "left") < np.searchsorted(starts, end[i], "right")
-        )
-        out[i] = not inside
+        mine = starts[np.searchsorted(keys, thread[i]) : np.searchsorted(keys, thread[i], "right")]
+        out[i] = np.searchsorted(mine, ts[i]) == np.searchsorted(mine, end[i], "right")
     return out
 
 

@@ -35,7 +35,7 @@ from hpcprof_kit.traces.analyses.ops import (
     top_kernels,
     top_ops,
 )
-from hpcprof_kit.traces.read.naming import check_one_run
+from hpcprof_kit.traces.read.naming import check_same_run
 from hpcprof_kit.traces.table.order import by_value
 from hpcprof_kit.traces.view.signals import SIGNAL_COLUMNS, signals
 
@@ -243,7 +243,7 @@ def combine(
             )
         seen[s.rank] = s.meta["sources"]
     # ranks of different runs (another world size) are refused as load refuses them
-    check_one_run([Path(s.meta["sources"][0]) for s in summaries], summaries)
+    check_same_run([Path(s.meta["sources"][0]) for s in summaries], summaries)
     by_file = sorted(summaries, key=lambda s: [Path(p) for p in s.meta["sources"]])
     by_rank = sorted(summaries, key=lambda s: s.rank)
     breakdown = _concat([s.breakdown for s in by_rank], _step_breakdown_columns())
