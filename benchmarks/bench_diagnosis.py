@@ -10,6 +10,12 @@ problem implies it (``IMPLIED``: the device idles while the host loads data, so
 
     python benchmarks/bench_diagnosis.py --jobs 2           # seeds 20000-20199, then the real traces
     python benchmarks/bench_diagnosis.py --first 0 --runs 40   # seeds the rules were tuned on
+
+The patterns no single rule of the list names (``hpcprof_kit.traces.corpus_patterns``: a
+rotating slow rank, slow steps on every rank, a host stall) have their own runs and table
+(``--pattern-runs``): a pattern is found when a finding of its kind names its ranks and at
+least half its steps (a rotating straggler: the slow rank of at least half its steps), and its
+``lost_ms`` is compared with what the pattern cost in the simulation (goal: within 15 %).
 """
 
 from __future__ import annotations
@@ -29,7 +35,11 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from diagnosis_corpus import KINDS, corpus_run  # noqa: E402
 
+from hpcprof_kit.traces.corpus import PATTERNS  # noqa: E402
+from hpcprof_kit.traces.corpus_patterns import pattern_run  # noqa: E402
+
 TUNED_ON = range(0, 5000)  # the seeds the rules may be looked at and tuned on; report on others
+COST_TOLERANCE = 0.15  # a pattern's lost_ms within this share of its simulated cost
 IMPLIED = {
     "data_loading": {"device_idle_host_bound"},
     "synchronize_in_step": {"device_idle_host_bound"},
@@ -41,6 +51,11 @@ IMPLIED = {
     "low_bus_bandwidth": {"exposed_communication"},
     "no_tensor_cores": set(),
     "straggler": set(),
+    # the others wait in the all-reduce for the slow rank
+    "rotating_straggler": {"exposed_communication"},
+    # a checkpoint's copy to the host blocks it, and the device idles meanwhile
+    "slow_steps": {"sync_copy", "device_idle_host_bound", "step_variance"},
+    "host_stall": {"device_idle_host_bound", "step_variance"},
 }
 SHARED = HERE.parent.parent / "shared" / "traces"
 RECORDED = HERE.parent / "tests" / "fixtures" / "traces" / "gpu_pathologies"
@@ -60,36 +75,65 @@ def diagnose(path: Path):
 
 def named(problem: dict, found: list[dict]) -> bool:
     """Whether a finding names the planted ``problem``."""
+    return naming(problem, found) is not None
+
+
+def naming(problem: dict, found: list[dict]) -> dict | None:
+    """The finding that names the planted ``problem``, or None."""
     for f in found:
         if f["kind"] != problem["kind"]:
             continue
+        steps = set(problem["steps"])
+        if problem["kind"] == "rotating_straggler":
+            theirs = {int(k): v for k, v in f["evidence"]["slow_rank_by_step"].items()}
+            mine = {int(k): v for k, v in problem["slow_rank_by_step"].items()}
+            right = sum(theirs.get(s) == r for s, r in mine.items() if s in steps)
+            costly = [s for s in steps if problem.get("cost_by_step", {}).get(s, 1) > 0]
+            if right * 2 >= len(costly):
+                return f
+            continue
+        if problem["kind"] in ("slow_steps", "host_stall"):
+            if f["ranks"] == problem["ranks"] and len(steps & set(f["steps"])) * 2 >= len(steps):
+                return f
+            continue
         if problem["kind"] != "straggler":
-            return True
+            return f
         steps = set(problem["steps"])
         if f["ranks"] == problem["ranks"] and len(steps & set(f["steps"])) * 2 >= len(steps):
-            return True
-    return False
+            return f
+    return None
 
 
-def one_run(job: tuple[int, str]) -> tuple[int, list[dict], list[dict]]:
-    """Seed -> (seed, answer key, findings) of one generated run, written under a folder."""
-    seed, root = job
-    run = corpus_run(seed)
+def one_run(job: tuple) -> tuple[int, list[dict], list[dict]]:
+    """Seed -> (seed, answer key, findings) of one generated run, written under a folder;
+    ``patterns`` draws it from the patterns' generator."""
+    seed, root, *patterns = job
+    run = pattern_run(seed) if patterns and patterns[0] else corpus_run(seed)
     folder = Path(root) / f"run{seed}"
     found = diagnose(run.write(folder))
     shutil.rmtree(folder)
-    keep = ("kind", "ranks", "steps")
-    return seed, run.key(), [{k: f[k] for k in keep} for f in found]
+    keep = ("kind", "ranks", "steps", "lost_ms")
+    key = run.key()
+    for p, problem in zip(key, [p for p in run.problems if p.key() in key], strict=True):
+        if p["kind"] in PATTERNS:
+            p["cost_by_step"] = {int(s): c for s, c in problem.cost_ms.items()}
+    return seed, key, [{**{k: f.get(k) for k in keep}, "evidence": {
+        "slow_rank_by_step": f["evidence"].get("slow_rank_by_step", {})}} for f in found]
 
 
-def score(seeds, root: Path, verbose: bool = False, jobs: int = 1) -> dict:
-    """Planted, found, missed, spurious and implied per kind; findings on clean runs."""
+def score(seeds, root: Path, verbose: bool = False, jobs: int = 1,
+          patterns: bool = False) -> dict:  # fmt: skip
+    """Planted, found, missed, spurious and implied per kind; findings on clean runs; with
+    ``patterns``, the runs of the patterns' generator and each found pattern's cost error."""
     from hpcprof_kit.traces.findings import FINDING_KINDS
 
-    t = {k: Counter() for k in (*KINDS, *(k for k in FINDING_KINDS if k not in KINDS))}
+    planted_kinds = PATTERNS if patterns else KINDS
+    t = {k: Counter() for k in (*planted_kinds,
+                                *(k for k in FINDING_KINDS if k not in planted_kinds))}  # fmt: skip
+    errors: dict[str, list[float]] = {k: [] for k in planted_kinds}
     clean_runs = clean_findings = planted_runs = 0
     misses, spurious = [], []
-    work = [(seed, str(root)) for seed in seeds]
+    work = [(seed, str(root), patterns) for seed in seeds]
     if jobs > 1:
         from multiprocessing import get_context
 
@@ -107,8 +151,11 @@ def score(seeds, root: Path, verbose: bool = False, jobs: int = 1) -> dict:
             planted_runs += 1
         for p in key:
             t[p["kind"]]["planted"] += 1
-            hit = named(p, found)
+            f = naming(p, found)
+            hit = f is not None
             t[p["kind"]]["found" if hit else "missed"] += 1
+            if hit and "cost_ms" in p and p["cost_ms"] > 0 and f.get("lost_ms") is not None:
+                errors[p["kind"]].append(abs(f["lost_ms"] - p["cost_ms"]) / p["cost_ms"])
             if not hit:
                 misses.append((seed, p["kind"], p["ranks"][:3], p["steps"]))
         for f in found:
@@ -124,20 +171,26 @@ def score(seeds, root: Path, verbose: bool = False, jobs: int = 1) -> dict:
         if verbose:
             print(seed, sorted(kinds), [f["kind"] for f in found], flush=True)
     return {"table": t, "clean_runs": clean_runs, "clean_findings": clean_findings,
-            "planted_runs": planted_runs, "misses": misses, "spurious": spurious}  # fmt: skip
+            "planted_runs": planted_runs, "misses": misses, "spurious": spurious,
+            "errors": errors}  # fmt: skip
 
 
 def print_table(s: dict) -> None:
+    errors = s.get("errors", {})
     print(f"{'kind':<24}{'planted':>8}{'found':>7}{'missed':>7}{'recall':>8}{'spurious':>9}"
-          f"{'implied':>8}")  # fmt: skip
+          f"{'implied':>8}{'cost err median':>16}{'within 15 %':>12}")  # fmt: skip
     total_spurious = 0
     for kind, row in s["table"].items():
         if not sum(row.values()):
             continue
         recall = f"{100 * row['found'] / row['planted']:.1f} %" if row["planted"] else "-"
         total_spurious += row["spurious"]
+        err = errors.get(kind) or []
+        med = f"{100 * sorted(err)[len(err) // 2]:.1f} %" if err else "-"
+        within = (f"{100 * sum(e <= COST_TOLERANCE for e in err) / len(err):.0f} %"
+                  if err else "-")  # fmt: skip
         print(f"{kind:<24}{row['planted']:>8}{row['found']:>7}{row['missed']:>7}{recall:>8}"
-              f"{row['spurious']:>9}{row['implied']:>8}")  # fmt: skip
+              f"{row['spurious']:>9}{row['implied']:>8}{med:>16}{within:>12}")  # fmt: skip
     print(f"clean runs: {s['clean_runs']}, findings on them: {s['clean_findings']}")
     print(f"runs with problems: {s['planted_runs']}, spurious findings: {total_spurious} "
           f"({20 * total_spurious / max(1, s['planted_runs']):.2f} per 20 runs; goal: 1 or less)")  # fmt: skip
@@ -201,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-real", action="store_true", help="skip the real traces")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per run")
     ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--pattern-runs", type=int, default=200,
+                    help="runs of the patterns' generator from --first (default 200; 0: none)")
     a = ap.parse_args(argv)
     seeds = range(a.first, a.first + a.runs)
     tuned = sorted(set(seeds) & set(TUNED_ON))
@@ -209,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         s = score(seeds, Path(tmp), a.verbose, a.jobs)
-    print_table(s)
+        print_table(s)
+        if a.pattern_runs:
+            pseeds = range(a.first, a.first + a.pattern_runs)
+            print(f"\npatterns: seeds {pseeds.start}-{pseeds.stop - 1} ({a.pattern_runs} runs)")
+            print_table(score(pseeds, Path(tmp), a.verbose, a.jobs, patterns=True))
     print(f"({time.perf_counter() - t0:.0f} s)")
     if not a.no_real:
         real_traces()

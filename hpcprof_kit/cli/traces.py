@@ -253,6 +253,8 @@ def print_findings(rep) -> None:
         f"{len(run['ranks'])} rank(s) of world size {run['world_size'] or '?'}, {run['kind']} "
         f"trace, steps {run['steps']}, {run['events']:,} events"
     )
+    if rep.time_lost is not None:
+        print("\n" + rep.time_lost.text())
     not_run = getattr(rep.findings, "coverage", {})  # rules that could not run, and why
     if not rep.findings:
         print("no finding: none of the rules " + ("that ran " if not_run else "") + "triggered")
@@ -260,7 +262,9 @@ def print_findings(rep) -> None:
         print(f"  not run: {kind}: {why}")
     for f in rep.findings:
         print(f"\n[{f['kind']}] ranks {f['ranks']}: {f['summary']}")
-        print(f"  value {f['value']} {f['unit']} (threshold {f['threshold']})")
+        lost = f.get("lost_ms")
+        cost = f", lost {lost:.1f} ms of the run" if lost is not None else ""
+        print(f"  value {f['value']} {f['unit']} (threshold {f['threshold']}){cost}")
         print(f"  try: {f['advice']}")
     for name, pane in rep.panes.items():
         for what, why in pane.missing.items():

@@ -46,6 +46,10 @@ KINDS = (
     "low_bus_bandwidth",
 )
 NOT_ON_XPU = ("pageable_copy",)
+# the patterns no single rule of the list above names: a slow rank that changes from step to
+# step, the same steps slow on every rank (a periodic save), a host stall on one rank
+# (``hpcprof_kit.traces.corpus_patterns`` draws them)
+PATTERNS = ("rotating_straggler", "slow_steps", "host_stall")
 BASE_NS = 1_750_000_000_000_000_000
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 FLAVOURS = {
@@ -112,9 +116,16 @@ class Problem:
     ranks: list[int]
     steps: list[int]
     size: float
+    detail: dict = field(default_factory=dict)  # a pattern's other sizes
+    cost_ms: dict = field(default_factory=dict)  # step -> wall ms it cost (the simulation's)
 
     def key(self) -> dict:
-        return {"kind": self.kind, "ranks": list(self.ranks), "steps": list(self.steps)}
+        out = {"kind": self.kind, "ranks": list(self.ranks), "steps": list(self.steps)}
+        if self.kind in PATTERNS:
+            out["cost_ms"] = round(sum(self.cost_ms.values()), 3)
+        if self.kind == "rotating_straggler":
+            out["slow_rank_by_step"] = dict(self.detail["by_step"])
+        return out
 
 
 @dataclass
@@ -132,6 +143,7 @@ class Run:
     buckets: int = 3
     bucket_mb: float = 25.0
     problems: list[Problem] = field(default_factory=list)
+    first_step: int = 0  # the number of the first ProfilerStep
 
     def key(self) -> list[dict]:
         """The answer key: kind, ranks and steps of each planted problem that the trace can
@@ -265,17 +277,20 @@ def _simulate(run: Run) -> list[list[dict]]:
     traces = [_Trace(r, f, rng, run.jitter) for r in range(run.ranks)]
     h = np.full(run.ranks, 1000.0)  # host clocks (µs)
     d = h.copy()  # device clocks: when each device's compute stream is free
-    p = {k: run._p(k) for k in KINDS}
+    p = {k: run._p(k) for k in (*KINDS, *PATTERNS)}
+    rot, stall, save = p["rotating_straggler"], p["host_stall"], p["slow_steps"]
     dtype = "float" if p["no_tensor_cores"] else "c10::BFloat16"
     gemm = f["gemm_fp32"] if p["no_tensor_cores"] else f["gemm"]
     gemm_factor = p["no_tensor_cores"].size if p["no_tensor_cores"] else 1.0
-    for s in range(run.steps):
+    for s in range(run.first_step, run.first_step + run.steps):
         start = h.copy()
         for r, t in enumerate(traces):
             hr, dr = h[r], max(d[r], h[r])
             slow = 1.0
             if p["straggler"] and r in p["straggler"].ranks and s in p["straggler"].steps:
                 slow = p["straggler"].size
+            if rot and rot.detail["by_step"].get(s) == r:
+                slow *= rot.size
             loader = p["data_loading"].size * 1e3 if p["data_loading"] else 300.0
             t.host("cpu_op", LOADER, hr, t.d(loader))
             hr += t.d(loader) + 10
@@ -283,18 +298,37 @@ def _simulate(run: Run) -> list[list[dict]]:
             if p["launch_bound"]:  # per-sample preprocessing op by op: the device waits
                 for _ in range(int(p["launch_bound"].size)):
                     hr, dr = _launch(t, hr, dr, "aten::mul_", f["tiny"], 4.0)
-            hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, run.gemms, p)
+            if stall and r in stall.ranks and s in stall.steps:  # mid-forward, no op: a GC pause
+                half = run.gemms // 2
+                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, half, p)
+                stall.cost_ms[s] = float(max(0.0, hr + stall.size * 1e3 + 12 - dr)) / 1e3
+                hr += stall.size * 1e3
+                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow,
+                                 run.gemms - half, p)  # fmt: skip
+            else:
+                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, run.gemms, p)
             if p["synchronize_in_step"]:
                 hr, dr = _item_then_log(t, hr, dr, p["synchronize_in_step"].size)
             hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, 2 * run.gemms, p)
             if p["sync_copy"]:
                 hr, dr = _copy_to_host(t, hr, dr, p["sync_copy"].size)
             h[r], d[r] = hr, dr
+        if rot and s in rot.detail["by_step"]:  # what the others waited for the slow rank
+            arrive, slow_rank = np.maximum(d, h), rot.detail["by_step"][s]
+            others = np.delete(arrive, slow_rank)
+            lead = arrive[slow_rank] - (others.max() if others.size else arrive[slow_rank])
+            rot.cost_ms[s] = max(0.0, float(lead)) / 1e3
         h, d = _collectives(traces, run, h, d, p)
         for r, t in enumerate(traces):
             hr, dr = h[r], d[r]
             for _ in range(8):
                 hr, dr = _launch(t, hr, dr, "aten::_foreach_add_", f["elementwise"], 90.0)
+            if save and s in save.steps:  # a checkpoint: to pageable host memory, then a write
+                before = max(hr, dr)
+                hr, dr = _copy_to_host(t, hr, dr, save.detail["copy_mb"])
+                hr += save.size * 1e3  # the file write: host time no op covers
+                if r == 0:
+                    save.cost_ms[s] = float(max(hr, dr) - before) / 1e3
             end = max(hr, dr) + 15
             # the step span goes first in the file, as the profiler writes it on exit
             t.ev.insert(0, {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}",
@@ -357,6 +391,8 @@ def _item_then_log(t: _Trace, h: float, d: float, log_ms: float):
 
 def _copy_to_host(t: _Trace, h: float, d: float, mb: float):
     """``tensor.cpu()`` of ``mb`` MB: the copy waits for the device, the host waits for it."""
+    if mb <= 0:
+        return h, d
     start = max(d, h + 15)
     dur = t.d(mb * 1e6 / (6.0e9) * 1e6)
     t.host("cpu_op", "aten::to", h, start + dur - h + 10)

@@ -8,12 +8,13 @@ LATER = "<p><i>This pane is drawn when you open its tab.</i></p>"
 
 
 def report_tabs(rep: Any):
-    """An ``ipywidgets.VBox``: the findings, then a ``Tab`` with a child per pane. The first
+    """An ``ipywidgets.VBox``: the time lost (its picture too) and the findings, then a
+    ``Tab`` with a child per pane. The first
     pane is drawn now; each other pane's plots and tables when its tab is first opened, so
     showing a report costs one pane's plots."""
     import ipywidgets as w
 
-    from hpcprof_kit.traces.reporting.html import STYLE, findings_html, pane_html
+    from hpcprof_kit.traces.reporting.html import STYLE, findings_html, pane_html, time_lost_html
 
     style = f"<style>{STYLE.replace('body {', '.hpk-report {')}</style>"
     names = list(rep.panes)
@@ -32,7 +33,9 @@ def report_tabs(rep: Any):
             children[i].value = drawn(names[i])
 
     tabs.observe(on_select, names="selected_index")
-    top = w.HTML(f"{style}<div class='hpk-report'>{findings_html(rep.findings, rep.run)}</div>")
+    lost = time_lost_html(getattr(rep, "time_lost", None))
+    top = w.HTML(f"{style}<div class='hpk-report'>{lost}{findings_html(rep.findings, rep.run)}"
+                 "</div>")  # fmt: skip
     box = w.VBox([top, tabs])
     box.tabs = tabs  # for a test or a script: select a tab to draw its pane
     return box

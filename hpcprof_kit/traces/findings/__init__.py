@@ -5,8 +5,8 @@ straggler table, the per-rank-and-step signals), so the same trace always gives 
 same findings, and a report of per-rank summaries finds what a report of the table finds.
 
 One module per rule family, each rule one function registered with its kind, definition,
-threshold, noise test and advice (:data:`RULES`): ``ranks`` (straggler, one rank traced),
-``steps`` (warmup, variance), ``comm`` (exposed, small, slow collectives), ``host`` (device
+threshold, noise test and advice (:data:`RULES`): ``ranks`` (straggler, a rotating slowest rank, one rank traced),
+``steps`` (warmup, variance, slow steps on every rank), ``stall`` (host time with no op), ``comm`` (exposed, small, slow collectives), ``host`` (device
 idle, DataLoader, syncs, launches, short kernels), ``copies`` (pageable, blocking),
 ``alloc`` (allocator churn), ``kernels`` (tensor cores, graph breaks). On a CPU-only run
 ``launch_bound`` and ``allocator_churn`` read the host's own signals (``view.host_signals``: loops
@@ -20,10 +20,12 @@ device, no message sizes): it is never counted as "nothing found".
 
 A finding is a dict: ``kind``, ``ranks``, ``steps``, ``value``, ``threshold``, ``unit``,
 ``summary`` (one sentence), ``evidence`` (the events and numbers behind it), ``advice`` and,
-where it can be estimated, ``gain_ms_per_step``.
+where it can be estimated, ``gain_ms_per_step``; and ``lost_ms``, its total cost to the run
+in wall ms from the what-if account (:mod:`~hpcprof_kit.traces.view.time_lost`), or None
+where the account cannot attribute it (a problem of every step is in the ideal step too).
 
->>> FINDING_KINDS[:3]
-('straggler', 'exposed_communication', 'device_idle_host_bound')
+>>> FINDING_KINDS[:4]
+('straggler', 'rotating_straggler', 'slow_steps', 'host_stall')
 >>> sorted(RULES) == sorted(FINDING_KINDS)
 True
 
@@ -35,16 +37,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
+from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks, stall  # noqa: F401 (they register)
 from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
 from hpcprof_kit.traces.findings.base import RULES, Rule, needs_met, stepped
 from hpcprof_kit.traces.findings.ranks import world_size
+from hpcprof_kit.traces.view.time_lost import finding_lost
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.traces.view.run_view import RunView
 
 FINDING_KINDS = (
     "straggler",
+    "rotating_straggler",
+    "slow_steps",
+    "host_stall",
     "exposed_communication",
     "device_idle_host_bound",
     "short_kernels",
@@ -63,9 +69,13 @@ FINDING_KINDS = (
     "low_bus_bandwidth",
 )
 THRESHOLDS = {k: RULES[k].threshold for k in FINDING_KINDS}
-# The order rules run in: later ones read earlier findings (step_variance sets aside the
-# steps a straggler explains and the warmup step).
-RUN_ORDER = (*(k for k in FINDING_KINDS if k != "step_variance"), "step_variance")
+# The order rules run in: later ones read earlier findings. slow_steps and host_stall come
+# first (a straggler's steps leave out a stall; no_warmup steps aside when the first step's
+# cause recurs), rotating_straggler takes what straggler's reading of the ranks found, and
+# step_variance sets aside the steps all of them explain and the warmup step.
+FIRST = ("slow_steps", "host_stall", "straggler", "rotating_straggler")
+RUN_ORDER = (*FIRST, *(k for k in FINDING_KINDS if k not in (*FIRST, "step_variance")),
+             "step_variance")  # fmt: skip
 
 
 class Findings(list):
@@ -121,12 +131,17 @@ def find(view: RunView) -> Findings:
         if why is not None:
             view.coverage[kind] = why
             continue
-        view.found[kind] = r.check(view)
+        view.found.setdefault(kind, [])
+        for f in r.check(view):  # a rule may name a kind of its own family (straggler's)
+            view.found.setdefault(f["kind"], []).append(f)
     idle = view.found.get("device_idle_host_bound", [])
     causes = [k for k in host.HOST_SIDE if view.found.get(k)]
     for f in idle:
         f["evidence"]["explained_by"] = causes
     found = [f for k in FINDING_KINDS for f in view.found.get(k, [])]
+    for f in found:  # each finding's cost to the run, from the what-if account
+        lost = finding_lost(f, view.time_lost)
+        f["lost_ms"] = None if lost is None else round(float(lost), 3)
     out.extend(found)
     return out
 

@@ -15,11 +15,15 @@ from hpcprof_kit.traces.analyses.breakdown import busy_and_wait
 from hpcprof_kit.traces.findings.base import RULES, finding, pct, rule
 from hpcprof_kit.traces.view.run_view import RunView
 from hpcprof_kit.traces.view.slower import slower_names
+from hpcprof_kit.traces.view.time_lost import LOST_PARTS, spread
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
 RANK_NOISE_TIMES = 4.0  # a straggler's lead must beat this many times the ranks' own spread
+# one rank is the straggler when it is the slowest in this share of the steps with a clear
+# slowest rank (and two of them at least); else, in three steps or more, the slowest rotates
+SAME_RANK_SHARE = 0.6
 
 
 def _busy_grid(view: RunView):
@@ -54,14 +58,18 @@ def straggler(view: RunView) -> list[dict]:
     rows = np.arange(len(top))
     med = np.nanmedian(grid, axis=1)
     cost = grid[rows, top] - med
+    # what the step would save were the slowest rank typical: it would end with the next one
+    saved = grid[rows, top] - np.sort(filled, axis=1)[:, -2]
     # the ranks' own spread, measured without the slowest (with two ranks: none to measure)
     others = grid.copy()
     others[rows, top] = np.nan
     if grid.shape[1] > 2:
         dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
         noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
-    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is
-        noise = 1.4826 * float(np.nanmedian(np.abs(cost - np.nanmedian(cost))))
+    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is,
+        # from its faster half (a slowest rank that changes every other step leaves half the
+        # leads long, which would widen a MAD of them all)
+        noise = spread(cost)
     else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
         noise = 0.0
     walls_ms = walls.to_numpy(dtype=float)
@@ -69,29 +77,104 @@ def straggler(view: RunView) -> list[dict]:
         cost > RANK_NOISE_TIMES * noise
     )
     ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
-    named = [r for r in np.unique(top[clear]) if (clear & (top == r)).sum() >= 2]
-    if len(named) > 1:  # one rank may still stand out: twice the others' cost, or more
-        lead = sorted(((float(np.median(cost[clear & (top == r)])), r) for r in named),
-                      reverse=True)  # fmt: skip
-        if lead[0][0] >= 2 * lead[1][0]:
-            named = [lead[0][1]]
-    if len(named) > 1:
-        view.coverage["straggler"] = (
-            "no straggler: the slowest rank changes from step to step (ranks "
-            f"{', '.join(str(int(ranks[r])) for r in named)}), which is the ranks' own noise"
-        )
-        return []
-    out = []
-    for r in named:
-        mine = clear & (top == r)
+    # a step whose slowest rank stalled with no op is host_stall's, not a straggler's
+    stalled = {(int(r), int(st)) for f in view.found.get("host_stall", []) for r in f["ranks"]
+               for st in f["steps"]}  # fmt: skip
+    clear &= np.array([(int(ranks[t]), int(st)) not in stalled for t, st in zip(top, steps,
+                       strict=True)], dtype=bool)  # fmt: skip
+    counts = np.bincount(top[clear], minlength=len(ranks))
+    lead = int(np.argmax(counts))
+    rest = clear & (top != lead)
+    # one rank: slowest in most clear steps, or by far the largest lead (the other clear
+    # steps are the ranks' noise)
+    alone = not rest.any() or float(np.median(cost[clear & (top == lead)])) >= 2 * float(
+        np.median(cost[rest]))  # fmt: skip
+    if counts[lead] >= 2 and (counts[lead] >= SAME_RANK_SHARE * clear.sum() or alone):
+        mine = clear & (top == lead)
         value = float(np.median(pct(cost[mine], walls_ms[mine])))
-        out.append(_straggler_finding(view, int(ranks[r]), steps[mine], cost[mine], value,
-                                      len(steps)))  # fmt: skip
-    return out
+        return [_straggler_finding(view, int(ranks[lead]), steps[mine], cost[mine], value,
+                                   len(steps), saved[mine])]  # fmt: skip
+    if clear.sum() >= 3 and (counts > 0).sum() >= 2:
+        value = float(np.median(pct(cost[clear], walls_ms[clear])))
+        view.coverage["straggler"] = ("no one straggler: the slowest rank changes from step "
+                                      "to step (rotating_straggler)")  # fmt: skip
+        return [_rotating_finding(view, ranks[top[clear]], steps[clear], cost[clear], value,
+                                  saved[clear])]  # fmt: skip
+    if clear.any():
+        view.coverage["straggler"] = (
+            "no straggler: a rank was slowest by a clear lead in "
+            f"{int(clear.sum())} step(s) only ({', '.join(str(int(s)) for s in steps[clear])})"
+        )
+    return []
 
 
-def _straggler_finding(view, rank, steps, cost, value, n_steps) -> dict:
-    b = view.rows[view.rows["step"] >= 0]
+@rule(
+    "rotating_straggler",
+    definition="the slowest rank changes from step to step: in three steps or more a rank "
+    "leads the median rank by more than the threshold and 4 x the ranks' own spread, and no "
+    "one rank leads in most of them. Value: its cost as % of the step, median over the steps",
+    threshold=5.0,
+    unit="% of step",
+    noise="as straggler's: each step's lead beats 4 x the other ranks' spread",
+    advice="No one rank is slow: the work differs from rank to rank and step to step. Look "
+    "for uneven batches (variable-length samples: bucket or pad by length, balance tokens per "
+    "rank), data-dependent compute, or a cause the ranks share on a node (another job, "
+    "thermal throttling); compare a slow and a typical rank's kernels with traces.same_name.",
+    needs=("steps", "ranks", "min_steps:3"),
+)
+def rotating_straggler(view: RunView) -> list[dict]:
+    """Made by :func:`straggler`: one reading of the ranks names one straggler or a rotating
+    one, so this rule adds nothing of its own."""
+    return []
+
+
+def _cause(view: RunView, rank: int, step: int) -> str:
+    """What made ``rank`` slower than the step's median rank in ``step``: the part of the
+    what-if account in which its cell leads the median rank's the most, in words."""
+    c = view.time_lost.cells
+    if c is None:
+        return "unknown"
+    here = c[c["step"] == step]
+    row = here[here["rank"] == rank]
+    if row.empty:
+        return "unknown"
+    parts = [p for p in LOST_PARTS if p != "waiting_for_ranks"]
+    lead = {p: float(row[p].iloc[0]) - float(here[p].median()) for p in parts}
+    top = max(lead, key=lead.get)
+    return f"{top} {lead[top]:.1f} ms" if lead[top] > 0 else "within noise"
+
+
+def _rotating_finding(view, slow_ranks, steps, cost, value, saved) -> dict:
+    by_step = {int(s): int(r) for s, r in zip(steps, slow_ranks, strict=True)}
+    causes = {int(s): _cause(view, int(r), int(s)) for s, r in by_step.items()}
+    evidence = {
+        "slow_rank_by_step": by_step,
+        "cause_by_step": causes,
+        "cost_ms_by_step": {int(s): round(float(c), 3) for s, c in zip(steps, cost,
+                                                                      strict=True)},
+        "cost_ms_per_step": round(float(np.median(cost)), 3),
+        "saved_if_typical_ms_by_step": {int(s): round(float(v), 3) for s, v in zip(
+            steps, saved, strict=True)},
+    }  # fmt: skip
+    listed = ", ".join(f"{s}: rank {r}" for s, r in by_step.items())
+    kinds = {c.split(" ")[0] for c in causes.values()}
+    same = "its kernels running longer: uneven batches, or a slower device?" if kinds == {
+        "kernels_slower"} else "causes: " + ", ".join(sorted(kinds))  # fmt: skip
+    return finding(
+        "rotating_straggler",
+        set(by_step.values()),
+        steps,
+        value,
+        f"the slowest rank changes from step to step (step {listed}): each works "
+        f"{evidence['cost_ms_per_step']} ms longer than the median rank before the "
+        f"collective, and the others wait for it ({same})",
+        evidence,
+        gain_ms=float(np.sum(cost)) / max(1, view.n_steps),
+    )
+
+
+def _straggler_finding(view, rank, steps, cost, value, n_steps, saved) -> dict:
+    b = view.rows[view.rows["step"].isin([int(s) for s in steps])]  # its steps: the headline's
     busy, wait = busy_and_wait(b)
     per = b.assign(busy=busy / 1e6, wait=wait / 1e6).groupby("rank")[["busy", "wait"]].median()
     others = per.drop(index=rank)
@@ -104,8 +187,13 @@ def _straggler_finding(view, rank, steps, cost, value, n_steps) -> dict:
         "straggler_steps": f"{len(steps)} of {n_steps}",
         "steps": [int(s) for s in steps],
         "pattern": "persistent" if persistent else "intermittent",
+        "cause_by_step": {int(s): _cause(view, rank, int(s)) for s in steps},
         "cost_ms_per_step": round(float(np.median(cost)), 3),
         "cost_ms_by_step": {int(s): round(float(c), 3) for s, c in zip(steps, cost, strict=True)},
+        "saved_if_typical_ms_by_step": {
+            int(s): round(float(v), 3) for s, v in zip(steps, saved, strict=True)
+        },
+        # in its steps, the median of each
         "worked_before_waiting_ms": round(float(per.loc[rank, "busy"]), 3),
         "median_other_rank_worked_ms": round(float(others["busy"].median()), 3),
         "its_exposed_comm_ms": round(float(per.loc[rank, "wait"]), 3),
@@ -113,6 +201,9 @@ def _straggler_finding(view, rank, steps, cost, value, n_steps) -> dict:
         "slower_than_median_rank": slower,
     }
     what = f"; slowest against the other ranks: {slower[0]['name']}" if slower else ""
+    causes = evidence["cause_by_step"]
+    if len({c.split(" ")[0] for c in causes.values()}) > 1:  # never one cause for two
+        what += "; by step: " + "; ".join(f"step {s}: {c}" for s, c in causes.items())
     when = (
         "in every step"
         if len(steps) == n_steps

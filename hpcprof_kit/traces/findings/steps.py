@@ -10,6 +10,7 @@ import numpy as np
 
 from hpcprof_kit.traces.findings.base import RULES, finding, rule
 from hpcprof_kit.traces.view.run_view import RunView
+from hpcprof_kit.traces.view.time_lost import LOST_PARTS
 
 
 def ramp_length(wall) -> int:
@@ -40,9 +41,11 @@ def ramp_length(wall) -> int:
     needs=("steps", "min_steps:3"),
 )
 def no_warmup(view: RunView) -> list[dict]:
+    # a first step another finding explains, with a cause that recurs later, is no warm-up
+    recurs = {s for k in EXPLAINING for f in view.found.get(k, []) for s in f["steps"]}
     out_ranks, ratios, steps = [], [], set()
     for rank, ranked, wall in view.walls:
-        if wall.size < 3:
+        if wall.size < 3 or int(ranked[0]) in recurs:  # the same cause recurs: slow_steps
             continue
         ratio = wall[0] / float(np.median(wall[1:]))
         if ratio >= RULES["no_warmup"].threshold:
@@ -62,6 +65,10 @@ def no_warmup(view: RunView) -> list[dict]:
     ]  # fmt: skip
 
 
+# the findings whose steps step_variance sets aside: they explain those steps' time
+EXPLAINING = ("straggler", "rotating_straggler", "slow_steps", "host_stall")
+
+
 @rule(
     "step_variance",
     definition="(p90 - p10) / median of a rank's step wall times, after a warmup outlier, a "
@@ -77,7 +84,7 @@ def no_warmup(view: RunView) -> list[dict]:
 )
 def step_variance(view: RunView) -> list[dict]:
     warm = {r for f in view.found.get("no_warmup", []) for r in f["ranks"]}
-    explained = {s for f in view.found.get("straggler", []) for s in f["steps"]}
+    explained = {s for k in EXPLAINING for f in view.found.get(k, []) for s in f["steps"]}
     hits, values, steps = [], [], set()
     set_aside = np.fromiter(explained, dtype=np.int64, count=len(explained))
     for rank, ranked, wall in view.walls:
@@ -109,3 +116,108 @@ def step_variance(view: RunView) -> list[dict]:
                 hits, values, strict=True)}},
         )
     ]  # fmt: skip
+
+
+def period_of(steps) -> int | None:
+    """The period of equally spaced ``steps`` (two or more), or None.
+
+    >>> period_of([2, 5, 8]), period_of([3, 4]), period_of([1, 3, 4]), period_of([6])
+    (3, 1, None, None)
+    """
+    s = np.unique(np.asarray(steps, dtype=np.int64))
+    if s.size < 2:
+        return None
+    gaps = np.unique(np.diff(s))
+    return int(gaps[0]) if gaps.size == 1 else None
+
+
+def _what(view: RunView, parts: dict[str, float], steps) -> str:
+    """The extra time of slow steps in words: a copy to the host, host time with no op..."""
+    bits = []
+    copy_ms = parts.get("blocking_copy_sync", 0.0)
+    if copy_ms > 0:
+        rows = view.sig[view.sig["step"].isin(list(steps))] if len(view.sig) else view.sig
+        mb = float(rows.groupby("step")["d2h_bytes"].median().median()) / 1e6 if len(rows) \
+            and "d2h_bytes" in rows else 0.0  # fmt: skip
+        size = f"a {mb:.0f} MB device-to-host copy" if mb >= 1 else "copies and syncs"
+        bits.append(f"{size} ({copy_ms:.1f} ms)")
+    labels = {
+        "kernels_slower": "kernels running longer",
+        "data_loading": "waiting for the next batch",
+        "allocation": "device memory allocations",
+        "launch_gaps": "tiny kernels launched one by one",
+        "host_untraced": "host time with no traced op",
+    }
+    for part, label in labels.items():
+        if parts.get(part, 0.0) > 0:
+            bits.append(f"{parts[part]:.1f} ms of {label}")
+    text = ", then ".join(bits) if bits else "time no part of the account explains"
+    if copy_ms > 0 and parts.get("host_untraced", 0.0) > 0:
+        text += ": a checkpoint or a host-side save?"
+    return text
+
+
+@rule(
+    "slow_steps",
+    definition="the same steps slow on every rank: 3 in 4 ranks lose their own time in the "
+    "step (the what-if account's lost time less its waiting for other ranks), periodic or "
+    "one-off; the first step alone is no_warmup's. Value: the median rank's, % of the ideal "
+    "step",
+    threshold=10.0,
+    unit="% of the ideal step",
+    noise="beyond 3 x the step-to-step spread of step wall times, and 2 % of the ideal step",
+    advice="",  # names what the extra time was: made by the rule
+    needs=("steps", "min_steps:3"),
+)
+def slow_steps(view: RunView) -> list[dict]:
+    acc = view.time_lost
+    if acc.cells is None or acc.ideal_step_ms <= 0:
+        return []
+    c = acc.cells.assign(own=acc.cells["lost_ms"] - acc.cells["waiting_for_ranks"])
+    own = c.groupby("step")["own"].median()
+    least = RULES["slow_steps"].threshold / 100 * acc.ideal_step_ms
+    # the share of the step's ranks that lost their own time beyond the threshold and noise
+    hit = ((c["own"] > least) & ~c["within_noise"]).groupby(c["step"]).mean()
+    slow = [int(s) for s, v in hit.items() if v >= 0.75]
+    first = int(own.index.min())
+    if not slow or slow == [first]:
+        return []
+    mine = c[c["step"].isin(slow)]
+    parts = {
+        p: float(mine.groupby("step")[p].median().mean())
+        for p in LOST_PARTS[:-1]
+        if p != "waiting_for_ranks"
+    }  # the others' waiting is a straggler's, not the step's
+    if len(slow) == 1 and c["rank"].nunique() == 1 and (
+            parts["host_untraced"] >= 0.5 * float(own.loc[slow[0]])):  # fmt: skip
+        return []  # one step of one rank, stalled with no op: host_stall's
+    period = period_of(slow)
+    if period and period > 1:
+        pattern = f"every {period} steps"
+    elif len(slow) == 1:
+        pattern = "once"
+    else:
+        pattern = "recurring"
+    cost = {s: round(float(own.loc[s]), 3) for s in slow}
+    value = float(np.median(list(cost.values()))) / acc.ideal_step_ms * 100
+    what = _what(view, parts, slow)
+    ranks = sorted(int(r) for r in c["rank"].unique())
+    evidence = {
+        "pattern": pattern,
+        "period": period if period and period > 1 else None,
+        "cost_ms_by_step": cost,
+        "median_rank_parts_ms": {p: round(v, 3) for p, v in parts.items() if abs(v) >= 0.005},
+        "ideal_step_ms": round(acc.ideal_step_ms, 3),
+    }
+    every = "every rank" if len(ranks) > 1 else "the rank"
+    saved = "torch.save" if parts.get("blocking_copy_sync", 0) > 0 else "the periodic work"
+    return [finding(
+        "slow_steps", ranks, slow, value,
+        f"steps {', '.join(str(s) for s in slow)} ({pattern}) are slow on {every}: "
+        f"{float(np.median(list(cost.values()))):.1f} ms longer than the ideal step, {what}",
+        evidence,
+        advice=f"Find what runs in those steps ({pattern}): a checkpoint, an evaluation, "
+        f"logging. Move {saved} out of the step or off the critical path (save on one rank, "
+        "copy to pinned memory and write in a thread, or use torch.distributed.checkpoint's "
+        "async_save); record with_stack=True to see the host work no op covers.",
+    )]  # fmt: skip

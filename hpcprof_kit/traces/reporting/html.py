@@ -36,6 +36,7 @@ table { border-collapse: collapse; font-size: 0.8em; margin: 0.4em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f4f4f4; }
 .missing { color: #8a6d3b; } .note { color: #555; }
+.lost { border-left: 4px solid #4c72b0; padding: 0.3em 0.8em; background: #f3f6fb; }
 img { max-width: 100%; }
 """
 SCRIPT = """
@@ -70,10 +71,35 @@ def findings_html(findings: list[dict], run: dict) -> str:
             '<div class="finding">'
             f'<span class="kind">{_e(f["kind"])}</span> on ranks {_e(f["ranks"])}: '
             f"{_e(f['summary'])}<br>value {_e(f['value'])} {_e(f['unit'])} "
-            f"(threshold {_e(f['threshold'])})<br><b>Try:</b> {_e(f['advice'])}"
+            f"(threshold {_e(f['threshold'])})"
+            + (
+                f", lost {f['lost_ms']:.1f} ms of the run" if f.get("lost_ms") is not None else ""
+            )  # fmt: skip
+            + f"<br><b>Try:</b> {_e(f['advice'])}"
             f"{evidence_html(f['evidence'])}</div>"
         )
     return "".join(parts)
+
+
+def time_lost_html(acc: Any, figure: bool = True) -> str:
+    """The "Time lost" block: the account in words, its rank x step picture and its steps'
+    table (the JSON has the cells)."""
+    if acc is None:
+        return ""
+    lines = acc.text().strip().splitlines()
+    out = [f'<div class="lost"><b>{_e(lines[0])}</b>']
+    if len(lines) > 1:
+        out.append("<ul>" + "".join(f"<li>{_e(x.strip())}</li>" for x in lines[1:]) + "</ul>")
+    out.append("</div>")
+    if figure and acc.lost_ms > 0:
+        from hpcprof_kit.traces.plots.time_lost import plot_time_lost
+
+        plot = plot_time_lost(acc)
+        if plot is not None:
+            out.append(figure_html(plot))
+    if acc.steps is not None and len(acc.steps):
+        out.append(table_html(acc.steps.round(3)))
+    return "".join(out)
 
 
 NAME_CHARS = 90  # a kernel's name is cut here in an evidence table (the JSON has it whole)
@@ -208,7 +234,8 @@ def page(rep: Any) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpcprof-kit report</title>"
         f"<style>{STYLE}</style><script>{SCRIPT}</script></head><body>"
-        f"<h1>Profile report</h1><h2>Findings</h2>{findings_html(rep.findings, rep.run)}"
+        f"<h1>Profile report</h1><h2>Time lost</h2>{time_lost_html(rep.time_lost)}"
+        f"<h2>Findings</h2>{findings_html(rep.findings, rep.run)}"
         f"<nav>{nav}</nav>{sections}</body></html>"
     )
 

@@ -3,8 +3,12 @@
 :func:`report` reads a run (a trace table, or the path of a run directory, a traces folder
 or trace files) and returns a :class:`Report`:
 
-- ``findings``: what looks wrong, each with its number, threshold, evidence and what to try
-  (:mod:`hpcprof_kit.traces.findings` documents the vocabulary);
+- ``time_lost``: the what-if account (:mod:`hpcprof_kit.traces.view.time_lost`): the run's
+  time, how much of it was lost against its own ideal step, and where it went, per step and
+  per rank;
+- ``findings``: what looks wrong, each with its number, threshold, evidence, its cost to the
+  run (``lost_ms``) and what to try (:mod:`hpcprof_kit.traces.findings` documents the
+  vocabulary);
 - ``panes``: *overview* (step time per rank, the breakdown, device utilisation, the device's
   idle time by cause, the events by category), *operators*, *kernels* (top kernels, the op
   that launched each, launch statistics, duration distributions), *memory* (peak per step)
@@ -81,12 +85,16 @@ class Report:
     panes: dict[str, Pane]
     table: pd.DataFrame | None = field(default=None, repr=False)  # the trace table
     breakdown: pd.DataFrame | None = field(default=None, repr=False)  # its step_breakdown
+    # the what-if account (hpcprof_kit.traces.view.time_lost.TimeLost)
+    time_lost: Any = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"run", "findings", "panes": {name: {"title", "tables", "notes", "missing"}}}``
-        with every table as a list of row dicts (NaN as null): what ``--json`` prints."""
+        """``{"run", "time_lost", "findings", "panes": {name: {"title", "tables", "notes",
+        "missing"}}}`` with every table as a list of row dicts (NaN as null): what ``--json``
+        prints."""
         return {
             "run": self.run,
+            "time_lost": self.time_lost.to_dict() if self.time_lost is not None else None,
             "findings": self.findings,
             "rules_not_run": dict(getattr(self.findings, "coverage", {})),  # kind -> why
             "panes": {
@@ -122,9 +130,9 @@ class Report:
         return report_tabs(self)
 
     def _repr_html_(self) -> str:
-        from hpcprof_kit.traces.reporting.html import findings_html
+        from hpcprof_kit.traces.reporting.html import findings_html, time_lost_html
 
-        return findings_html(self.findings, self.run)
+        return time_lost_html(self.time_lost) + findings_html(self.findings, self.run)
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -187,7 +195,7 @@ def report(data, *, top: int = 20) -> Report:
     facts["kind"] = ",".join(sorted(set(b["kind"]))) if len(b) else None
     facts["steps"] = sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else []
     found = fnd.find(view)
-    return Report(facts, found, tidy(panes), df, b)
+    return Report(facts, found, tidy(panes), df, b, view.time_lost)
 
 
 def run_facts(df: pd.DataFrame) -> dict[str, Any]:
@@ -244,4 +252,4 @@ def report_from_summary(run, top: int = 20) -> Report:
         "steps": sorted(int(s) for s in np.unique(b["step"].to_numpy())) if len(b) else [],
     }
     found = fnd.find(view)
-    return Report(facts, found, tidy(panes), None, b)
+    return Report(facts, found, tidy(panes), None, b, view.time_lost)

@@ -136,6 +136,15 @@ class RunView:
         return None if self.df is None else idle_split(self.df)
 
     @cached_property
+    def time_lost(self):
+        """The what-if account of the run
+        (:func:`~hpcprof_kit.traces.view.time_lost.account`): made once, read by the rules
+        and the report."""
+        from hpcprof_kit.traces.view.time_lost import account
+
+        return account(self)
+
+    @cached_property
     def truncated(self) -> set[tuple[int, int]]:
         """(rank, step) of last steps cut short by the end of the recording."""
         out = set()
@@ -188,7 +197,12 @@ class RunView:
         """The run's step-to-step spread: the median over ranks of 1.4826 x the MAD of the
         rank's step wall times (ms), the first step and those a straggler finding explains
         set aside; 0 with fewer than three steps."""
-        explained = frozenset(s for f in self.found.get("straggler", []) for s in f["steps"])
+        explained = frozenset(
+            s
+            for k in ("straggler", "rotating_straggler", "slow_steps", "host_stall")
+            for f in self.found.get(k, [])
+            for s in f["steps"]
+        )
         if explained not in self._noise:  # asked by every rule's noise test: made once
             steady = self.rows[(self.rows["step"] >= 0) & ~self.rows["step"].isin(explained)]
             spreads = _rank_spreads(steady)
