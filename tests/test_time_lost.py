@@ -179,9 +179,7 @@ def test_the_picture_has_its_table(unseen):
 
 @pytest.mark.parametrize("kind", ["rotating_straggler", "slow_steps", "host_stall"])
 def test_each_pattern_is_found_alone_on_a_generated_run(kind, tmp_path):
-    seed = next(
-        s for s in range(5400, 5600) if [p.kind for p in pattern_run(s).problems] == [kind]
-    )
+    seed = next(s for s in range(5400, 5600) if [p.kind for p in pattern_run(s).problems] == [kind])
     run = pattern_run(seed)
     found = fnd.find(RunView.of(_load(run, tmp_path)))
     planted = run.problems[0]

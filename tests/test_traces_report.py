@@ -107,11 +107,19 @@ def test_noise_of_three_percent_is_no_straggler(runs):
         # a rank that loads data while its device idles is also the one the others wait for
         ("host_gap", {"straggler": [2], "device_idle_host_bound": [2], "data_loading": [2]}),
         ("warmup", {"no_warmup": list(range(8))}),
-        ("variance", {"step_variance": list(range(8))}),
+        # steps 3 and 6 slower on every rank: slow steps, every 3 steps, which explain the
+        # variance (step_variance steps aside)
+        ("variance", {"slow_steps": list(range(8))}),
     ],
 )
 def test_each_planted_problem_is_found_alone(runs, case, expected):
     assert kinds(report(runs[case])) == expected
+
+
+def test_slow_steps_on_every_rank_say_when_and_what(runs):
+    f = next(f for f in report(runs["variance"]).findings if f["kind"] == "slow_steps")
+    assert f["steps"] == [3, 6] and f["evidence"]["period"] == 3
+    assert "kernels running longer" in f["summary"] and f["lost_ms"] > 0
 
 
 def test_short_kernels_and_a_sync_in_the_step(runs):

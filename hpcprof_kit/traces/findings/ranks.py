@@ -24,6 +24,7 @@ RANK_NOISE_TIMES = 4.0  # a straggler's lead must beat this many times the ranks
 # one rank is the straggler when it is the slowest in this share of the steps with a clear
 # slowest rank (and two of them at least); else, in three steps or more, the slowest rotates
 SAME_RANK_SHARE = 0.6
+FOLDED = 0.42  # the spread (time_lost.spread) of |Z| for a normal Z: 0.42 of its sigma
 
 
 def _busy_grid(view: RunView):
@@ -68,8 +69,9 @@ def straggler(view: RunView) -> list[dict]:
         noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
     elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is,
         # from its faster half (a slowest rank that changes every other step leaves half the
-        # leads long, which would widen a MAD of them all)
-        noise = spread(cost)
+        # leads long, which would widen a MAD of them all); a lead of two ranks is half their
+        # difference's size, folded at 0, whose spread is 0.42 of the difference's
+        noise = spread(cost) / FOLDED
     else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
         noise = 0.0
     walls_ms = walls.to_numpy(dtype=float)

@@ -160,7 +160,7 @@ def _what(view: RunView, parts: dict[str, float], steps) -> str:
 @rule(
     "slow_steps",
     definition="the same steps slow on every rank: 3 in 4 ranks lose their own time in the "
-    "step (the what-if account's lost time less its waiting for other ranks), periodic or "
+    "step (the what-if account's named parts, not waiting for other ranks), periodic or "
     "one-off; the first step alone is no_warmup's. Value: the median rank's, % of the ideal "
     "step",
     threshold=10.0,
@@ -173,7 +173,10 @@ def slow_steps(view: RunView) -> list[dict]:
     acc = view.time_lost
     if acc.cells is None or acc.ideal_step_ms <= 0:
         return []
-    c = acc.cells.assign(own=acc.cells["lost_ms"] - acc.cells["waiting_for_ranks"])
+    # each rank's own lost time that the account names: not its waiting for other ranks, not
+    # what no part explains (a slow step says what its extra time was)
+    c = acc.cells.assign(own=acc.cells["lost_ms"] - acc.cells["waiting_for_ranks"]
+                         - acc.cells["unexplained"])  # fmt: skip
     own = c.groupby("step")["own"].median()
     least = RULES["slow_steps"].threshold / 100 * acc.ideal_step_ms
     # the share of the step's ranks that lost their own time beyond the threshold and noise

@@ -19,9 +19,11 @@ split into fixed parts, each from the breakdown part or the signal that measures
   allocated, loaded the next batch, or launched tiny kernels one by one;
 - ``unexplained``: the rest, so that the parts always add up to the lost time.
 
-A deviation under the noise floor (``NOISE_TIMES`` x the spread over cells, at least
-``FLOOR_SHARE`` of the ideal step) counts as 0 and is said to be within noise: a clean run
-reads "0 ms lost". Per cell the numbers are rank-ms; the run's ``lost_ms`` is wall time: per
+A part's deviation counts beyond its noise floor (``NOISE_TIMES`` x its spread over the
+cells, the faster half, at least ``FLOOR_SHARE`` of the ideal step); a cell's or a step's
+lost time beyond the spread of what the named parts leave of the wall times (so that slow
+steps the account explains do not hide each other). Under it, it counts as 0 and is said to be
+within noise: a clean run reads "0 ms lost". Per cell the numbers are rank-ms; the run's ``lost_ms`` is wall time: per
 step, the step's wall time (the median over its ranks) minus the ideal step's, split as the
 cell of the rank the others waited for (the one that worked longest before the collective).
 Ideal plus lost equals actual, and the parts equal the lost time, in every cell, every step
@@ -214,17 +216,19 @@ def account(view: Any) -> TimeLost:
     if multi:
         ideal["exposed_comm"] = float(np.median(pd.Series(least).groupby(step).first()))
     ideal_wall = float(sum(ideal.values()))
-    floor_of = _floors(part, wall, ideal_wall, rows)
-    sig = _signals(view, rows)
-    cells = _cells(part, sig, ideal, ideal_wall, wall, multi, floor_of)
+    a = _attribute(part, _signals(view, rows), ideal, ideal_wall, multi,
+                   _floors(part, ideal_wall, rows))  # fmt: skip
+    busy = wall - part["exposed_comm"]
+    named = sum(a[p] for p in LOST_PARTS[:-1])
+    cell_floor, step_floor = _noise(wall, named, step, busy, ideal_wall)
+    cells = _cells(a, wall, ideal_wall, cell_floor)
     cells.insert(0, "step", step)
     cells.insert(0, "rank", rank)
-    busy = wall - part["exposed_comm"]
     out.cells = cells
-    out.steps = _steps(cells, busy, ideal_wall, floor_of["step"])
+    out.steps = _steps(cells, busy, ideal_wall, step_floor)
     out.ideal_step_ms = ideal_wall
     out.ideal_parts_ms = ideal
-    out.noise_ms = floor_of["step"]
+    out.noise_ms = step_floor
     out.actual_ms = float(out.steps["actual_ms"].sum())
     out.lost_ms = float(out.steps["lost_ms"].sum())
     out.ideal_ms = out.actual_ms - out.lost_ms
@@ -245,8 +249,9 @@ def _signals(view: Any, rows: pd.DataFrame) -> dict[str, np.ndarray]:
     return out
 
 
-def _floors(part, wall, ideal_wall, rows) -> dict[str, float]:
-    """The noise floor (ms) of each part, of a cell's and of a step's lost time."""
+def _floors(part, ideal_wall, rows) -> dict[str, float]:
+    """The noise floor (ms) of each part: 3 x its spread over the cells (the faster half),
+    and at least ``FLOOR_SHARE`` of the ideal step."""
     import pandas as pd
 
     least = FLOOR_SHARE * ideal_wall
@@ -259,20 +264,15 @@ def _floors(part, wall, ideal_wall, rows) -> dict[str, float]:
     least_wait = pd.Series(part["exposed_comm"]).groupby(steps).min().to_numpy()
     floors["waiting_for_ranks"] = max(NOISE_TIMES * spread(least_wait), least)
     floors["host_untraced"] = floors["idle"]
-    floors["cell"] = max(NOISE_TIMES * spread(wall), least)
-    step_wall = pd.Series(wall).groupby(rows["step"].to_numpy()).median().to_numpy()
-    floors["step"] = max(NOISE_TIMES * spread(step_wall), least)
+    floors["blocking_copy_sync"] = floors["memory"]
     return floors
 
 
-def _cells(part, sig, ideal, ideal_wall, wall, multi, floor_of) -> pd.DataFrame:
-    """Each cell's actual, ideal and lost time (rank-ms) and the lost time's parts."""
-    import pandas as pd
-
+def _attribute(part, sig, ideal, ideal_wall, multi, floor_of) -> dict[str, np.ndarray]:
+    """Each cell's deviation from the ideal, part by part (ms), where it is beyond that
+    part's floor (0 where not); ``unexplained`` is left to the caller."""
     excess = {p: v - ideal[p] for p, v in part.items()}
-    lost = wall - ideal_wall
-    beyond = lost > floor_of["cell"]
-    a = {p: np.zeros(wall.size) for p in LOST_PARTS}
+    a = {p: np.zeros(next(iter(part.values())).size) for p in LOST_PARTS[:-1]}
     a["kernels_slower"] = excess["compute"] + excess["hidden_comm"]
     if multi:
         a["waiting_for_ranks"] = excess["exposed_comm"]
@@ -288,25 +288,45 @@ def _cells(part, sig, ideal, ideal_wall, wall, multi, floor_of) -> pd.DataFrame:
         pool = pool - take
     a["host_untraced"] = np.minimum(np.maximum(excess["idle"], 0), pool)
     for p in ("kernels_slower", "waiting_for_ranks", "host_untraced", "blocking_copy_sync"):
-        a[p] = np.where(np.abs(a[p]) >= floor_of[p if p in floor_of else "memory"], a[p], 0.0)
-    # a part beyond its own floor (measured over many more cells than steps) makes the cell's
-    # deviation real, even where slow steps widen the spread of whole steps
-    named = sum(np.abs(a[p]) for p in LOST_PARTS[:-1]) > 0
-    beyond |= named & (lost > FLOOR_SHARE * ideal_wall)
+        a[p] = np.where(np.abs(a[p]) >= floor_of[p], a[p], 0.0)
+    return a
+
+
+def _cells(a, wall, ideal_wall, floor) -> pd.DataFrame:
+    """Each cell's actual, ideal and lost time (rank-ms) and the lost time's parts: lost
+    beyond ``floor``, else 0 and within noise."""
+    import pandas as pd
+
+    lost = wall - ideal_wall
+    beyond = lost > floor
     lost = np.where(beyond, lost, 0.0)
-    for p in LOST_PARTS[:-1]:
-        a[p] = np.where(beyond, a[p], 0.0)
-    a["unexplained"] = lost - sum(a[p] for p in LOST_PARTS[:-1])
     out = pd.DataFrame({"actual_ms": wall, "ideal_ms": wall - lost, "lost_ms": lost,
                         "within_noise": ~beyond})  # fmt: skip
-    for p in LOST_PARTS:
-        out[p] = a[p]
+    for p in LOST_PARTS[:-1]:
+        out[p] = np.where(beyond, a[p], 0.0)
+    out["unexplained"] = lost - out[list(LOST_PARTS[:-1])].sum(axis=1).to_numpy()
     return out
+
+
+def _noise(wall, named, step, busy, ideal_wall) -> tuple[float, float]:
+    """The noise floors of a cell's and a step's lost time: 3 x the spread (the faster half)
+    of what the named parts leave of the cells' and the steps' wall times, so slow steps and
+    slow ranks the account explains do not widen it; at least ``FLOOR_SHARE`` of the ideal."""
+    import pandas as pd
+
+    least = FLOOR_SHARE * ideal_wall
+    rest = wall - named
+    frame = pd.DataFrame({"step": step, "wall": wall, "named": named, "busy": busy})
+    per = frame.groupby("step")
+    critical = frame.loc[per["busy"].idxmax(), ["step", "named"]].set_index("step")["named"]
+    step_rest = per["wall"].median() - critical
+    return (max(NOISE_TIMES * spread(rest), least),
+            max(NOISE_TIMES * spread(step_rest.to_numpy(dtype=float)), least))  # fmt: skip
 
 
 def _steps(cells: pd.DataFrame, busy: np.ndarray, ideal_wall: float, floor: float):
     """Per step (wall ms): the step's wall time (the median of its ranks'), its lost time over
-    the ideal step's, split as the cell of the rank the others waited for."""
+    the ideal step's beyond ``floor``, split as the cell of the rank the others waited for."""
     import pandas as pd
 
     c = cells.assign(busy=busy)
@@ -315,9 +335,8 @@ def _steps(cells: pd.DataFrame, busy: np.ndarray, ideal_wall: float, floor: floa
         critical = g.loc[g["busy"].idxmax()]
         actual = float(g["actual_ms"].median())
         lost = actual - ideal_wall
-        named = float(critical["lost_ms"]) > 0  # else the rest is unexplained
-        beyond = lost > floor or (named and lost > FLOOR_SHARE * ideal_wall)
-        named = named and beyond
+        beyond = lost > floor
+        named = beyond and float(critical["lost_ms"]) > 0  # else the rest is unexplained
         row = {"step": int(s), "rank": int(critical["rank"]), "actual_ms": actual}
         parts = {p: float(critical[p]) if named else 0.0 for p in LOST_PARTS[:-1]}
         lost = lost if beyond else 0.0
