@@ -51,10 +51,15 @@ as a model's does.
 rank writes its step times (``timings/pathologies-<rank>-of-<world>.json``, the first step
 left out as the warm-up), so a sweep compares a problem with its fix.
 
-On the CPU the report names all of them but ``synchronize_in_step``: there ``.item()``
+On the CPU the report names the first five but ``synchronize_in_step``: there ``.item()``
 waits for no device, and the report lists that kind as not applicable. ``allocator_churn``
 is seen there in the ``[memory]`` events, which the profiler records by default
-(``--profile-memory``); without them the report says that rule could not run.
+(``--profile-memory``); without them the report says that rule could not run. The three
+patterns across steps and ranks show in ``traces.step_breakdown`` per rank and step:
+``periodic_save``'s steps are slow on every rank, mostly ``idle`` (no op covers the write);
+``host_stall``'s rank and step have ``--stall-ms`` of ``idle`` while the other ranks wait in
+``exposed_comm``; with ``rotating_straggler`` the rank with the most work (``wall`` less
+``exposed_comm``) is ``step mod world``.
 """
 
 from __future__ import annotations
