@@ -131,9 +131,9 @@ def test_a_gc_pause_collects_garbage_for_the_asked_time():
          "--stall-ms 0: more than 0 ms; use the default (--stall-ms 60)"),
         (["--problem", "host_stall", "--stall-step", "8"],
          "--stall-step 8: one of the steps 0 to 7 (--steps 8); use a step in that range"),
-        (["--problem", "rotating_straggler", "--rotate-factor", "1"],
-         "--rotate-factor 1: more than 1 (the slow rank's batch is that many times the "
-         "others'); use the default (--rotate-factor 1.7)"),
+        (["--problem", "rotating_straggler", "--rotate-factor", "1.02"],
+         "--rotate-factor 1.02: the slow rank's batch, that many times the others' 16 rows, "
+         "must be larger: at least 1.04 (17 rows); use the default (--rotate-factor 1.7)"),
     ],
 )  # fmt: skip
 def test_a_bad_pattern_flag_is_refused_naming_the_limit_and_the_fix(flags, message, capsys):

@@ -51,10 +51,10 @@ as a model's does.
 rank writes its step times (``timings/pathologies-<rank>-of-<world>.json``, the first step
 left out as the warm-up), so a sweep compares a problem with its fix.
 
-On the CPU the report names the first five but ``synchronize_in_step``: there ``.item()``
-waits for no device, and the report lists that kind as not applicable. ``allocator_churn``
-is seen there in the ``[memory]`` events, which the profiler records by default
-(``--profile-memory``); without them the report says that rule could not run. The three
+On the CPU the report names the first five problems but ``synchronize_in_step``: there
+``.item()`` waits for no device, and the report lists that kind as not applicable.
+``allocator_churn`` is seen there in the ``[memory]`` events, which the profiler records by
+default (``--profile-memory``); without them the report says that rule could not run. The three
 patterns across steps and ranks show in ``traces.step_breakdown`` per rank and step:
 ``periodic_save``'s steps are slow on every rank, mostly ``idle`` (no op covers the write);
 ``host_stall``'s rank and step have ``--stall-ms`` of ``idle`` while the other ranks wait in
@@ -167,9 +167,10 @@ def check_flags(args: argparse.Namespace, asked: set[str]) -> None:
     if not args.stall_ms > 0:
         raise SpecError(f"--stall-ms {args.stall_ms:g}: more than 0 ms; use the default "
                         f"(--stall-ms {default('--stall-ms'):g})")  # fmt: skip
-    if not args.rotate_factor > 1:
-        raise SpecError(f"--rotate-factor {args.rotate_factor:g}: more than 1 (the slow "
-                        "rank's batch is that many times the others'); use the default "
+    if not round(BATCH * args.rotate_factor) > BATCH:
+        raise SpecError(f"--rotate-factor {args.rotate_factor:g}: the slow rank's batch, that "
+                        f"many times the others' {BATCH} rows, must be larger: at least 1.04 "
+                        f"({BATCH + 1} rows); use the default "
                         f"(--rotate-factor {default('--rotate-factor'):g})")  # fmt: skip
     if "periodic_save" in asked and args.save_every >= args.steps:
         raise SpecError(f"--save-every {args.save_every}: at most --steps - 1 "
