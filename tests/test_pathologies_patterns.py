@@ -57,7 +57,8 @@ def test_a_checkpoint_every_third_step_makes_those_steps_slow_on_every_rank(mpie
         busy, idle = ms.loc[rank, "busy"], ms.loc[rank, "idle"]
         # the slow steps by the rank's own work (a wait for the other rank's save spills into
         # the next step's all-reduce, and is no work of this rank's): the save steps, 3 and 6
-        slow = sorted(busy.index[busy > 2 * busy.median()])
+        # (4-8x the median here; a loaded host's worst other step, ~1.8x)
+        slow = sorted(busy.index[busy > 3 * busy.median()])
         assert slow == [3, 6], ms
         # most of a save step's extra time is host work no traced op covers: the file write
         extra = busy[[3, 6]] - busy.median()
