@@ -10,7 +10,11 @@ stdout and per-rank step times. One GPU is enough:
 - the one-rank cases run as one process (the node's backend, a world of 1: no collective
   kernel, so the traces hold only what the problem made);
 - ``straggler`` needs two ranks: they share the one GPU with the ``gloo`` backend (NCCL refuses
-  two ranks on one device), each started as torchrun would, with ``LOCAL_RANK=0``.
+  two ranks on one device), each started as torchrun would, with ``LOCAL_RANK=0``; so do the
+  patterns across steps and ranks: ``periodic_save`` (the state dict copied to the host and
+  written every third step, on every rank), ``host_stall`` (a garbage-collector pause on the
+  last rank in step 4), ``rotating_straggler`` (a larger batch on rank ``step mod 2``), and
+  ``patterns``, the three at once.
 
 The collective kinds (``small_collectives``, ``low_bus_bandwidth``, ``exposed_communication``)
 need two GPUs and NCCL, and are not recorded here. ``OUT/cases.json`` lists what ran, with the
@@ -43,6 +47,15 @@ CASES: dict[str, tuple[int, list[str]]] = {
     "no_tensor_cores": (1, ["--problem", "no_tensor_cores"]),
     "straggler": (2, ["--problem", "straggler", "--slow-ms", "25", "--backend", "gloo"]),
     "straggler_none": (2, ["--problem", "none", "--backend", "gloo"]),
+    # the patterns across steps and ranks: slow steps on every rank, a host stall on one rank
+    # in one step, a slow rank that changes every step
+    "periodic_save": (2, ["--problem", "periodic_save", "--save-mb", "64", "--backend", "gloo"]),
+    "host_stall": (2, ["--problem", "host_stall", "--stall-ms", "60", "--backend", "gloo"]),
+    "rotating_straggler": (2, ["--problem", "rotating_straggler", "--backend", "gloo"]),
+    "patterns": (
+        2,
+        ["--problem", "periodic_save,host_stall,rotating_straggler", "--backend", "gloo"],
+    ),
     # the unseen run, on one GPU: three problems at once
     "unseen": (
         2,

@@ -130,7 +130,7 @@ def test_an_unknown_problem_is_refused_with_the_list():
     with pytest.raises(SpecError, match="slow_disk is not a problem this app makes; pick from"):
         problems("data_loading,slow_disk")
     assert problems(",".join(PROBLEMS)) == set(PROBLEMS)
-    assert len(PROBLEMS) == 8
+    assert len(PROBLEMS) == 11
 
 
 def test_a_device_problem_on_the_cpu_is_refused_naming_what_runs_here(capsys):
@@ -139,7 +139,7 @@ def test_a_device_problem_on_the_cpu_is_refused_naming_what_runs_here(capsys):
     assert "error: --problem pageable_copy: needs a GPU or XPU" in err
     assert (
         "this run is on the CPU; pick from data_loading, straggler, synchronize_in_step, "
-        "launch_bound, allocator_churn here" in err
+        "launch_bound, allocator_churn, periodic_save, host_stall, rotating_straggler here" in err
     )
 
 

@@ -1,0 +1,150 @@
+"""The pathologies app's patterns across steps and ranks, under real Hydra mpiexec (2 ranks,
+gloo, CPU, torch.profiler): a checkpoint saved every third step, a garbage-collector pause on
+one rank in one step, and uneven batches whose slow rank rotates. Each is read as a user
+reads the trace, from ``step_breakdown``'s parts per rank and step; every check compares
+steps or ranks of the same run with each other, never with a clock of the test's own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from hpcprof_kit import traces
+from hpcprof_kit.apps.pathologies import batch_sizes, gc_stall, main
+from hpcprof_kit.traces.analyses.breakdown import step_breakdown
+
+PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
+           "--prof-repeat", "1"]  # fmt: skip
+RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up step
+
+
+def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["HPCPROF_RUN_DIR"] = str(run_dir)
+    run_dir.mkdir(parents=True)
+    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.pathologies", *flags,
+           *PROFILE]  # fmt: skip
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _parts(run_dir):
+    """Per rank and step, in ms: wall, busy (wall less the exposed communication: the time
+    the rank did not wait for the others), the exposed communication and idle (no op)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bd = step_breakdown(traces.load(run_dir / "traces"))
+    ms = bd.assign(wall=bd["wall_ns"] / 1e6, busy=(bd["wall_ns"] - bd["exposed_comm_ns"]) / 1e6,
+                   wait=bd["exposed_comm_ns"] / 1e6, idle=bd["idle_ns"] / 1e6)  # fmt: skip
+    assert sorted(ms["rank"].unique()) == [0, 1]
+    assert ms.groupby("rank")["step"].apply(list).tolist() == [RECORDED, RECORDED]
+    return ms.set_index(["rank", "step"])[["wall", "busy", "wait", "idle"]]
+
+
+@pytest.mark.mpi
+def test_a_checkpoint_every_third_step_makes_those_steps_slow_on_every_rank(mpiexec, tmp_path):
+    # 128 MiB of frozen weights in the state dict: each save is 50-400 ms on a loaded CPU
+    # host against ~22 ms steps
+    run = tmp_path / "run"
+    done = _run(mpiexec, run, "--problem", "periodic_save", "--save-mb", "128")
+    assert done.returncode == 0, done.stderr
+    assert "pathologies: 8 steps with periodic_save" in done.stdout
+    ms = _parts(run)
+    for rank in (0, 1):
+        busy, idle = ms.loc[rank, "busy"], ms.loc[rank, "idle"]
+        # the slow steps by the rank's own work (a wait for the other rank's save spills into
+        # the next step's all-reduce, and is no work of this rank's): the save steps, 3 and 6
+        # (4-8x the median here; a loaded host's worst other step, ~1.8x)
+        slow = sorted(busy.index[busy > 3 * busy.median()])
+        assert slow == [3, 6], ms
+        # most of a save step's extra time is host work no traced op covers: the file write
+        extra = busy[[3, 6]] - busy.median()
+        assert (idle[[3, 6]] > 0.5 * extra).all(), ms
+    # the checkpoints' folders were inside the run directory and are gone
+    assert not list(run.glob("pathologies-saves-*"))
+
+
+STALL_MS = 80.0
+
+
+@pytest.mark.mpi
+def test_a_gc_pause_on_one_rank_is_idle_time_there_and_a_wait_on_the_other(mpiexec, tmp_path):
+    # rank 0, step 5: not the defaults (the last rank, step 4), so the flags are followed
+    done = _run(mpiexec, tmp_path / "run", "--problem", "host_stall", "--stall-rank", "0",
+                "--stall-step", "5", "--stall-ms", f"{STALL_MS:g}")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ms = _parts(tmp_path / "run")
+    stalled = ms.loc[(0, 5)]
+    # the pause is host time with no op: at least the asked ms (the trace's clock against the
+    # app's, to 10 %), and more than any other cell's idle time by far
+    assert stalled["idle"] >= 0.9 * STALL_MS, ms
+    assert stalled["idle"] > 1.5 * ms["idle"].drop((0, 5)).max(), ms
+    # the other rank waits for it in the step's all-reduce
+    assert ms.loc[(1, 5), "wait"] >= 0.5 * STALL_MS, ms
+    assert ms.loc[(1, 5), "wait"] > stalled["wait"], ms
+
+
+@pytest.mark.mpi
+def test_uneven_batches_make_a_slow_rank_that_changes_every_step(mpiexec, tmp_path):
+    # 60 ms of compute a batch of 16 rows: the 27-row batch computes ~42 ms longer, which a
+    # loaded host's step-to-step spread does not hide
+    done = _run(mpiexec, tmp_path / "run", "--problem", "rotating_straggler", "--work-ms", "60")
+    assert done.returncode == 0, done.stderr
+    ms = _parts(tmp_path / "run")
+    busy = ms["busy"].unstack("rank")  # steps x ranks
+    # the rank with the most work in step s is rank s mod 2: it changes every step
+    assert busy.idxmax(axis=1).tolist() == [s % 2 for s in RECORDED], ms
+    # and the other rank waits for it: its exposed communication is the larger
+    wait = ms["wait"].unstack("rank")
+    assert wait.idxmax(axis=1).tolist() == [1 - s % 2 for s in RECORDED], ms
+    # the planted lead: the large batch's rank works ~1.7x as long (1.3x at least here)
+    assert (busy.max(axis=1) > 1.3 * busy.min(axis=1)).all(), ms
+
+
+def test_the_slow_rank_rotates_its_larger_batch():
+    assert [batch_sizes(5, r, 2, 1.7) for r in (0, 1)] == [[27, 16, 27, 16, 27],
+                                                           [16, 27, 16, 27, 16]]  # fmt: skip
+    assert batch_sizes(4, 2, 3, 2.0) == [16, 16, 32, 16]
+    assert batch_sizes(3, 0, 2, None) == [16, 16, 16]
+
+
+def test_a_gc_pause_collects_garbage_for_the_asked_time():
+    import gc
+
+    assert gc_stall(5.0) >= 1
+    assert gc.isenabled()  # the automatic collector is back on
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--problem", "periodic_save", "--save-every", "0"],
+         "--save-every 0: at least 1; use the default (--save-every 3)"),
+        (["--problem", "periodic_save", "--save-mb", "0"],
+         "--save-mb 0: at least 1; use the default (--save-mb 64)"),
+        (["--problem", "periodic_save", "--steps", "3"],
+         "--save-every 3: at most --steps - 1 (2), else no step saves (steps K, 2K, ... from "
+         "0); use a smaller --save-every or more --steps"),
+        (["--problem", "host_stall", "--stall-ms", "0"],
+         "--stall-ms 0: more than 0 ms; use the default (--stall-ms 60)"),
+        (["--problem", "host_stall", "--stall-step", "8"],
+         "--stall-step 8: one of the steps 0 to 7 (--steps 8); use a step in that range"),
+        (["--problem", "rotating_straggler", "--rotate-factor", "1.02"],
+         "--rotate-factor 1.02: the slow rank's batch, that many times the others' 16 rows, "
+         "must be larger: at least 1.04 (17 rows); use the default (--rotate-factor 1.7)"),
+    ],
+)  # fmt: skip
+def test_a_bad_pattern_flag_is_refused_naming_the_limit_and_the_fix(flags, message, capsys):
+    assert main(flags) == 2
+    assert f"error: {message}" in capsys.readouterr().err
+
+
+def test_a_stall_rank_outside_the_run_is_refused_with_its_ranks(capsys):
+    # a world of one rank, started in this process
+    assert main(["--problem", "host_stall", "--stall-rank", "3", "--device", "cpu",
+                 "--steps", "1", "--stall-step", "0"]) == 2  # fmt: skip
+    assert ("error: --stall-rank 3: this run has ranks 0 to 0; use one of them (default: the "
+            "last)") in capsys.readouterr().err  # fmt: skip
