@@ -5,6 +5,7 @@ runs; the report's JSON, text and HTML carry it, and so does the ``--mpi`` repor
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -58,10 +59,20 @@ def test_the_account_adds_up_on_generated_runs(seed, tmp_path):
     assert_adds_up(acc)
 
 
-def test_the_account_adds_up_on_a_real_cpu_ddp_trace():
-    acc = RunView.of(traces.load(FIXTURES / "ddp_cpu_2rank", cache=False)).time_lost
+@pytest.mark.parametrize("case", ["straggler", "unseen", "none"])
+def test_the_account_adds_up_on_real_h100_runs(case):
+    # the pathologies app recorded on an H100 (2 ranks, 7 steps; tests/fixtures/.../README)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = traces.load(FIXTURES / "gpu_pathologies" / case / "traces", cache=False)
+    acc = RunView.of(df).time_lost
     assert_adds_up(acc)
-    assert acc.cells["rank"].nunique() == 2
+    if case == "none":  # the run without a problem
+        assert acc.lost_ms == 0
+    if case == "straggler":  # rank 1 computes longer in steps 3 and 5: the others wait
+        lost = acc.steps.set_index("step")["lost_ms"]
+        assert set(lost[lost > 0].index) >= {3, 5}
+        assert acc.steps.set_index("step").loc[[3, 5], "rank"].tolist() == [1, 1]
 
 
 def test_a_clean_run_loses_0_ms(tmp_path):
@@ -188,3 +199,26 @@ def test_each_pattern_is_found_alone_on_a_generated_run(kind, tmp_path):
     if kind != "rotating_straggler":
         assert f["ranks"] == planted.ranks
     assert f["lost_ms"] == pytest.approx(sum(planted.cost_ms.values()), rel=0.15)
+
+
+def test_two_steps_are_too_few_and_the_account_says_how_many_ms_it_leaves(tmp_path):
+    run = unseen_run()
+    run.steps = 2
+    acc = RunView.of(_load(run, tmp_path)).time_lost
+    assert not acc.complete and acc.cells is None
+    assert "2 whole steps: too few to tell an ideal step (3 needed)" in acc.notes[-1]
+    assert "ms (rank-ms) are not accounted for" in acc.notes[-1]
+    assert acc.text().startswith("Time lost: not accounted.")
+
+
+def test_a_gpu_queue_filling_ramp_is_left_out_and_named():
+    shared = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta"
+    trace = shared / "cuda_1rank_ns_resolution.json.gz"
+    if not trace.exists():
+        pytest.skip("the shared real traces are not beside the repo (CI has them)")
+    acc = RunView.of(traces.load(trace, cache=False)).time_lost
+    assert_adds_up(acc)
+    # steps 101 (35 ms) and 102 (72 ms) rise towards the steady 95.6 ms of steps 103-105
+    assert any(n.startswith("steps 101, 102 rise towards the steady") for n in acc.notes)
+    assert acc.steps["step"].tolist() == [103, 104, 105]
+    assert acc.lost_ms == 0 and acc.noise_ms < 3

@@ -10,23 +10,7 @@ import numpy as np
 
 from hpcprof_kit.traces.findings.base import RULES, finding, rule
 from hpcprof_kit.traces.view.run_view import RunView
-from hpcprof_kit.traces.view.time_lost import LOST_PARTS
-
-
-def ramp_length(wall) -> int:
-    """Leading steps that rise towards the steady step time: the host filling the device's
-    launch queue of a GPU-bound run, its steps measuring the host, not the run (at most half
-    the steps)."""
-    wall = np.asarray(wall, dtype=float)
-    if wall.size < 4:
-        return 0
-    steady = float(np.median(wall[wall.size // 2 :]))
-    n = 0
-    # below the steady time, rising or not: a GPU run's first steps are often short while the
-    # queue fills and the clocks settle (seen on an H100: 17, 13, then 19-22 ms steps)
-    while n < wall.size // 2 and wall[n] < 0.9 * steady:
-        n += 1
-    return n
+from hpcprof_kit.traces.view.time_lost import LOST_PARTS, ramp_length
 
 
 @rule(
@@ -73,7 +57,7 @@ EXPLAINING = ("straggler", "rotating_straggler", "slow_steps", "host_stall")
     "step_variance",
     definition="(p90 - p10) / median of a rank's step wall times, after a warmup outlier, a "
     "leading ramp (the host filling the launch queue), a truncated last step and the steps "
-    "a straggler finding explains are set aside (four steps or more); two steps or more "
+    "a straggler, rotating_straggler, slow_steps or host_stall finding explains are set aside (four steps or more); two steps or more "
     "beyond 20 % of the median (one is an outlier)",
     threshold=20.0,
     unit="% of median step",
@@ -165,7 +149,8 @@ def _what(view: RunView, parts: dict[str, float], steps) -> str:
     "step",
     threshold=10.0,
     unit="% of the ideal step",
-    noise="beyond 3 x the step-to-step spread of step wall times, and 2 % of the ideal step",
+    noise="each rank's cell beyond the account's noise floor: 3 x the spread (the faster "
+    "half) of what its named parts leave of the cells' wall times, and 2 % of the ideal step",
     advice="",  # names what the extra time was: made by the rule
     needs=("steps", "min_steps:3"),
 )

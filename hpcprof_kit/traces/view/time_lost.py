@@ -27,7 +27,9 @@ within noise: a clean run reads "0 ms lost". Per cell the numbers are rank-ms; t
 step, the step's wall time (the median over its ranks) minus the ideal step's, split as the
 cell of the rank the others waited for (the one that worked longest before the collective).
 Ideal plus lost equals actual, and the parts equal the lost time, in every cell, every step
-and the run, to 0.01 ms.
+and the run, to 0.01 ms. Leading steps that rise towards the steady time (a GPU's queue
+filling) and a cut last step are left out; with fewer than ``MIN_STEPS`` steps left there is
+no account, and its notes say how many ms were not accounted for.
 
 >>> LOST_PARTS[:3]
 ('kernels_slower', 'host_untraced', 'blocking_copy_sync')
@@ -53,6 +55,7 @@ LOST_PARTS = (
     "launch_gaps",
     "unexplained",
 )
+MIN_STEPS = 3  # steps the account needs to tell an ideal step from a slow one
 NOISE_TIMES = 3.0  # a deviation counts beyond this many times the spread over cells
 FLOOR_SHARE = 0.02  # and beyond this share of the ideal step (jitter a spread cannot see)
 # the signals (ns per rank and step) whose excess over their median names the device's idle
@@ -63,6 +66,34 @@ SIGNAL_OF = {
     "launch_gaps": "launch_idle_ns",
 }
 _BREAKDOWN = ("compute", "hidden_comm", "exposed_comm", "memory", "host", "idle")
+
+
+def ramp_length(wall) -> int:
+    """Leading steps that rise towards the steady step time: the host filling the device's
+    launch queue of a GPU-bound run, its steps measuring the host, not the run (at most half
+    the steps).
+
+    >>> ramp_length([35.0, 72.0, 96.0, 97.0, 96.5, 97.2])
+    2
+    """
+    wall = np.asarray(wall, dtype=float)
+    if wall.size < 4:
+        return 0
+    steady = float(np.median(wall[wall.size // 2 :]))
+    n = 0
+    # below the steady time, rising or not: a GPU run's first steps are often short while the
+    # queue fills and the clocks settle (seen on an H100: 17, 13, then 19-22 ms steps)
+    while n < wall.size // 2 and wall[n] < 0.9 * steady:
+        n += 1
+    return n
+
+
+def _ramp(wall) -> int:
+    """:func:`ramp_length`, when every step of the ramp is shorter than every later one: a
+    queue filling, not fast steps among slow ones (a run whose slow steps come late)."""
+    n = ramp_length(wall)
+    wall = np.asarray(wall, dtype=float)
+    return n if n and wall[:n].max() < 0.9 * wall[n:].min() else 0
 
 
 def spread(values: np.ndarray) -> float:
@@ -197,16 +228,31 @@ def account(view: Any) -> TimeLost:
     for rank, step in sorted(view.truncated):
         out.notes.append(f"rank {rank}'s step {step} was cut by the end of the recording: "
                          "left out of the account")  # fmt: skip
+    ramp = {(r, int(st)) for r, steps, wall in view.walls for st in steps[: _ramp(wall)]}
+    if ramp:
+        keep = [(int(r), int(st)) not in ramp for r, st in zip(rows["rank"], rows["step"],
+                                                               strict=True)]  # fmt: skip
+        rows = rows[np.asarray(keep, dtype=bool)]
+        out.notes.append(
+            f"steps {', '.join(str(st) for st in sorted({st for _, st in ramp}))} rise towards "
+            "the steady step time (the host filling the device's queue: they measure the host, "
+            "not the run): left out of the account"
+        )
+    if rows["step"].nunique() < MIN_STEPS:
+        out.complete = False
+        n = rows["step"].nunique()
+        out.notes.append(
+            f"{n} whole step{'s' * (n != 1)}: too few to tell an ideal step ({MIN_STEPS} "
+            f"needed), so {float(rows['wall_ns'].sum()) / 1e6:.1f} ms (rank-ms) are not "
+            "accounted for; record more steps (torch.profiler.schedule's active=)"
+        )
+        out.steps = out.cells = None
+        return out
     rank = rows["rank"].to_numpy(dtype=np.int64)
     step = rows["step"].to_numpy(dtype=np.int64)
     wall = rows["wall_ns"].to_numpy(dtype=float) / 1e6
     part = {p: rows[f"{p}_ns"].to_numpy(dtype=float) / 1e6 for p in _BREAKDOWN}
-    ranks, n_steps = np.unique(rank), np.unique(step).size
-    multi = ranks.size > 1
-    if n_steps < 2:
-        out.complete = False
-        out.notes.append("one step: the ideal is the median rank of that step, and a cause "
-                         "common to every rank cannot be seen")  # fmt: skip
+    multi = np.unique(rank).size > 1
     if not multi:
         out.notes.append("one rank: the account runs over its steps, and waiting for other "
                          "ranks cannot be attributed (it goes to unexplained)")  # fmt: skip
