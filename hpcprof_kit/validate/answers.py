@@ -69,6 +69,13 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "code": ["ranks_from_env(PUZZLE_ENV"],
             "answer": "answer_rank",
         },
+        "check_pbs_header": {  # the directives the task asks for, as the site spells them
+            "text": [r"filesystems=home:flare\b", r"filesystems=flare:home\b",
+                     r"filesystems=home:eagle\b", r"filesystems=eagle:home\b",
+                     r"select=2:system=polaris\b", r"place=scatter\b"],
+            "code": [],
+            "answer": "answer_pbs_headers",
+        },
         "check_my_rendezvous": {
             "text": [r"backend = \{\"xpu\": \"xccl\"", r"get\(device\.type, \"gloo\"\)"],
             "code": [],
@@ -178,6 +185,19 @@ def answer_rank() -> list[int]:
 
     info = ranks_from_env(_nb("nb03").PUZZLE_ENV, use_mpi=False)
     return [info.rank, info.local_rank]
+
+
+def answer_pbs_headers() -> dict[str, str]:
+    """The ``#PBS`` header of notebook 03's task, per site (``-A`` is the learner's project)."""
+    task = _nb("nb03").PBS_TASK
+    headers = {}
+    for system, fs in _nb("nb03").PROJECT_FS.items():
+        chunk = ":system=polaris" if system == "polaris" else ""
+        headers[system] = (f"#PBS -A MyProject\n#PBS -q {task['queue']}\n"
+                           f"#PBS -l select={task['nodes']}{chunk}\n#PBS -l place=scatter\n"
+                           f"#PBS -l walltime=00:{task['minutes']:02d}:00\n"
+                           f"#PBS -l filesystems=home:{fs}\n")  # fmt: skip
+    return headers
 
 
 def answer_my_rendezvous() -> str:
