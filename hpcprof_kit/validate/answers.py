@@ -89,6 +89,11 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "code": ["**EXERCISE", "_steps_in_trace("],
             "answer": "answer_second_trace",
         },
+        "check_every_cycle_kept": {  # a handler whose file name differs per cycle
+            "text": [r"export_chrome_trace\([^\n]*step_num", r"on_trace_ready\s*=\s*tensorboard_trace_handler\("],
+            "code": ["tensorboard_trace_handler("],
+            "answer": "answer_every_cycle",
+        },
         "check_my_trace": {
             "text": [r"ProfilerStep\s*\[3, 4\]", r"ProfilerStep#3\b[^\n]*#4\b", r"\b3 and 4\b"],
             "code": ["recorded_steps(", "format_schedule(", "plot_schedule("],
@@ -216,6 +221,12 @@ def answer_my_trace() -> list[int]:
     the learner's own traces)."""
     nb04 = _nb("nb04")
     return nb04._steps_in_trace(0, **nb04.MY_SCHEDULE)
+
+
+def answer_every_cycle() -> str:
+    """Notebook 04: a handler that keeps every cycle (``tensorboard_trace_handler(str(cycles_dir))``
+    keeps them too)."""
+    return 'prof.export_chrome_trace(str(cycles_dir / f"trace-{prof.step_num}.json"))'
 
 
 def answer_traced_ranks() -> list[int]:
