@@ -101,6 +101,12 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
     "nb05": {
+        # the learner's own run's count and total, as a table above the check would print them
+        "check_same_name_query": {
+            "text": [],
+            "code": ["same_name(", "plot_same_name(", "top_ops(", "user_ranges("],
+            "from_run": "same_name_query_patterns",
+        },
         # the verdict sentence itself, or a cell that computes it
         "check_compiled_verdict": {
             "text": [r"within noise \(", r"is faster than \S+: median", r"larger than the noise\."],
@@ -227,6 +233,13 @@ def answer_every_cycle() -> str:
     """Notebook 04: a handler that keeps every cycle (``tensorboard_trace_handler(str(cycles_dir))``
     keeps them too)."""
     return 'prof.export_chrome_trace(str(cycles_dir / f"trace-{prof.step_num}.json"))'
+
+
+def same_name_query_patterns(merged) -> list[str]:
+    """Notebook 05: the Perfetto task's count and total (ms) on the learner's merged trace, as
+    a cell above the check would print them."""
+    count, total = _nb("nb05")._same_name_truth(merged, "aten::linear")
+    return [rf"aten::linear\W[^\n]{{0,60}}\b{count}\b", re.escape(f"{total:.3f}")]
 
 
 def answer_traced_ranks() -> list[int]:
