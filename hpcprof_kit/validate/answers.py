@@ -119,6 +119,13 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "code": ["RANKCUTOFF=13", "rankcutoff=13"],
             "answer": "answer_traced_ranks",
         },
+        # any set meeting each question's needs is right: nothing single to hide
+        "check_ranks_to_trace": {
+            "text": [r"my_profrank, my_rankcutoff = \d+, \d+", r"\"which node is slow\": \[\d",
+                     r"\"cross-node all-reduce wait\": \[\d"],
+            "code": [],
+            "answer": "answer_ranks_to_trace",
+        },
     },
     "nb07": {
         "check_polaris_list": {
@@ -247,6 +254,13 @@ def answer_traced_ranks() -> list[int]:
     from hpcprof_kit.tracer_ranks import traced_ranks
 
     return traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
+
+
+def answer_ranks_to_trace() -> dict[str, list[int]]:
+    """Notebook 06: one right choice of many (any set meeting each question's needs), and the
+    wrapper's PROFRANK, RANKCUTOFF for the first question."""
+    return {"which node is slow": [0, 4, 8, 12], "cross-node all-reduce wait": [0, 4],
+            "PROFRANK, RANKCUTOFF": [0, 16]}  # fmt: skip
 
 
 def answer_polaris_list() -> str:
