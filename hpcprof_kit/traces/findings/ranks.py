@@ -48,26 +48,7 @@ def straggler(view: RunView) -> list[dict]:
     cells, walls = _busy_grid(view)
     if cells.shape[1] < 2:
         return []
-    grid = cells.to_numpy(dtype=float)
-    filled = np.where(np.isnan(grid), -np.inf, grid)
-    top = np.argmax(filled, axis=1)
-    rows = np.arange(len(top))
-    med = np.nanmedian(grid, axis=1)
-    cost = grid[rows, top] - med
-    # the ranks' own spread, measured without the slowest (with two ranks: none to measure)
-    others = grid.copy()
-    others[rows, top] = np.nan
-    if grid.shape[1] > 2:
-        dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
-        noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
-    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is
-        noise = 1.4826 * float(np.nanmedian(np.abs(cost - np.nanmedian(cost))))
-    else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
-        noise = 0.0
-    walls_ms = walls.to_numpy(dtype=float)
-    clear = (cost >= 0.01 * RULES["straggler"].threshold * walls_ms) & (
-        cost > RANK_NOISE_TIMES * noise
-    )
+    top, cost, clear, walls_ms = _clear_leads(cells, walls)
     ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
     named = [r for r in np.unique(top[clear]) if (clear & (top == r)).sum() >= 2]
     if len(named) > 1:  # one rank may still stand out: twice the others' cost, or more
@@ -88,6 +69,48 @@ def straggler(view: RunView) -> list[dict]:
         out.append(_straggler_finding(view, int(ranks[r]), steps[mine], cost[mine], value,
                                       len(steps)))  # fmt: skip
     return out
+
+
+def _clear_leads(cells, walls):
+    """Per step: the rank that works longest (its column index), its lead over the median
+    rank (ms), whether that lead is clear (above the threshold and the ranks' own noise), and
+    the step's wall (ms)."""
+    grid = cells.to_numpy(dtype=float)
+    filled = np.where(np.isnan(grid), -np.inf, grid)
+    top = np.argmax(filled, axis=1)
+    rows = np.arange(len(top))
+    med = np.nanmedian(grid, axis=1)
+    cost = grid[rows, top] - med
+    # the ranks' own spread, measured without the slowest (with two ranks: none to measure)
+    others = grid.copy()
+    others[rows, top] = np.nan
+    if grid.shape[1] > 2:
+        dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
+        noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
+    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is
+        noise = 1.4826 * float(np.nanmedian(np.abs(cost - np.nanmedian(cost))))
+    else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
+        noise = 0.0
+    walls_ms = walls.to_numpy(dtype=float)
+    clear = (cost >= 0.01 * RULES["straggler"].threshold * walls_ms) & (
+        cost > RANK_NOISE_TIMES * noise
+    )
+    return top, cost, clear, walls_ms
+
+
+def straggler_steps(view: RunView) -> dict[int, list[int]]:
+    """The steps in which each rank is the straggler by the rule's own test (its lead beats the
+    threshold and the ranks' noise), by rank; a rank never clearly last is absent. What the
+    report's tables list, so that they never name a straggler the rule calls noise."""
+    cells, walls = _busy_grid(view)
+    if cells.shape[1] < 2:
+        return {}
+    top, _cost, clear, _walls = _clear_leads(cells, walls)
+    ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
+    found: dict[int, list[int]] = {}
+    for k in np.flatnonzero(clear):
+        found.setdefault(int(ranks[top[k]]), []).append(int(steps[k]))
+    return found
 
 
 def _straggler_finding(view, rank, steps, cost, value, n_steps) -> dict:
