@@ -18,7 +18,9 @@ overlap (5.00-6.00 ms vs 10.00-11.60 ms): larger than the noise.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpcprof_kit.errors import SpecError
@@ -26,7 +28,8 @@ from hpcprof_kit.errors import SpecError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["MIN_SAMPLES", "compare_variants", "difference", "noise_verdict"]
+__all__ = ["MIN_SAMPLES", "UNSTABLE", "Repeated", "compare_variants", "difference",
+           "noise_verdict", "repeat_until_stable"]  # fmt: skip
 
 MIN_SAMPLES = 3  # fewer values have no spread worth the name
 
@@ -185,3 +188,112 @@ def noise_verdict(table: pd.DataFrame) -> str:
             "variants to compare"
         )
     return "\n".join(_verdict(table, name) for name in others)
+
+
+UNSTABLE = "not stable on this machine: run it again"
+
+
+@dataclass
+class Repeated:
+    """A comparison measured again until each variant's verdict came out the same twice in a
+    row (:func:`repeat_until_stable`): every repeat's table, and per variant its verdicts."""
+
+    tables: list[pd.DataFrame]
+    seconds: float = 0.0
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """The last repeat's table (the one whose verdicts the sentences give when stable)."""
+        return self.tables[-1]
+
+    @property
+    def baseline(self) -> str:
+        return str(self.table.attrs["baseline"])
+
+    def variants(self) -> list[str]:
+        return [str(n) for n in self.table.index if n != self.baseline]
+
+    def verdicts(self, name: str) -> list[str]:
+        """``name``'s verdict in each repeat, in order."""
+        return [difference(t, name) for t in self.tables]
+
+    def stable(self, name: str) -> bool:
+        """Whether the last two repeats gave ``name`` the same verdict."""
+        found = self.verdicts(name)
+        return len(found) >= 2 and found[-1] == found[-2]
+
+    def verdict(self, name: str) -> str:
+        """``"faster"``, ``"slower"``, ``"within noise"`` when the last two repeats agree, else
+        :data:`UNSTABLE`."""
+        return self.verdicts(name)[-1] if self.stable(name) else UNSTABLE
+
+    def summary(self) -> str:
+        """How many times it ran and whether each variant's verdict held; no verdict in it."""
+        held = [n for n in self.variants() if self.stable(n)]
+        return (
+            f"{len(self.tables)} run(s) of the comparison in {self.seconds:.0f} s; the verdict held "
+            f"in the last two for {len(held)} of {len(self.variants())} variant(s)"
+        )
+
+    def __str__(self) -> str:
+        unit = self.table.attrs.get("unit", "ms")
+        lines = []
+        for name in self.variants():
+            if self.stable(name):
+                k = len(self.tables)
+                lines.append(f"{_verdict(self.table, name)} The same in runs {k - 1} and {k}.")
+                continue
+            rows = [t.loc[name] for t in self.tables]
+            base = [t.loc[self.baseline] for t in self.tables]
+            ratios = ", ".join(f"{r['ratio']:.2f}" for r in rows)
+            lines.append(
+                f"{name} vs {self.baseline}: {UNSTABLE} (verdicts by run: "
+                f"{', '.join(self.verdicts(name))}; medians across runs "
+                f"{min(r['median'] for r in rows):.2f}-{max(r['median'] for r in rows):.2f} {unit}"
+                f" vs {min(b['median'] for b in base):.2f}-{max(b['median'] for b in base):.2f} "
+                f"{unit}; ratios {ratios})."
+            )
+        return "\n".join(lines)
+
+
+def repeat_until_stable(
+    measure: Callable[[], Mapping[str, Sequence[float]]],
+    *,
+    first: Mapping[str, Sequence[float]] | None = None,
+    most: int = 3,
+    time_limit_s: float | None = None,
+    baseline: str | None = None,
+    unit: str = "ms",
+) -> Repeated:
+    """Measure a comparison until every variant's verdict is the same in two runs in a row, at
+    most ``most`` runs (two at least: one verdict alone has not held), starting no third or
+    later run that would end past ``time_limit_s`` (judged by the longest run so far). ``measure()`` returns fresh samples (a sweep run again);
+    ``first`` is a run already made, counted as the first. A variant whose verdict did not
+    hold is "not stable on this machine: run it again", with its spread across the runs.
+
+    >>> runs = iter([{"a": [10, 11, 12], "b": [5, 6, 7]}, {"a": [10, 11, 12], "b": [13, 14, 15]},
+    ...              {"a": [10, 11, 12], "b": [14, 15, 16]}])
+    >>> result = repeat_until_stable(lambda: next(runs))
+    >>> result.verdicts("b"), result.verdict("b")
+    (['faster', 'slower', 'slower'], 'slower')
+    >>> runs = iter([{"a": [10, 11, 12], "b": [5, 6, 7]}, {"a": [10, 11, 12], "b": [13, 14, 15]}])
+    >>> print(repeat_until_stable(lambda: next(runs), most=2))  # doctest: +NORMALIZE_WHITESPACE
+    b vs a: not stable on this machine: run it again (verdicts by run: faster, slower; medians
+    across runs 6.00-14.00 ms vs 11.00-11.00 ms; ratios 0.55, 1.27).
+    """
+    start = time.monotonic()
+    tables, longest = [], 0.0
+    if first is not None:
+        tables.append(compare_variants(first, baseline=baseline, unit=unit))
+    result = Repeated(tables)
+    while len(tables) < max(most, 2):
+        elapsed = time.monotonic() - start
+        if len(tables) >= 2 and time_limit_s is not None and elapsed + longest > time_limit_s:
+            break
+        began = time.monotonic()
+        tables.append(compare_variants(measure(), baseline=baseline, unit=unit))
+        longest = max(longest, time.monotonic() - began)
+        if len(tables) >= 2 and all(result.stable(n) for n in result.variants()):
+            break
+    result.seconds = time.monotonic() - start
+    return result

@@ -94,6 +94,8 @@ class PortResult:
     torch_version: str = ""  # the torch release the port wrote for, "2.8"
     changed_lines: list[int] = field(default_factory=list)
     not_ported: list[tuple[int, str, str]] = field(default_factory=list)  # (line, code, why)
+    # lines wrong on every device, CUDA or not: the port leaves them as they are
+    broken: list[tuple[int, str, str]] = field(default_factory=list)  # (line, code, why)
 
     def diff(self) -> str:
         """Unified diff, original -> ported (empty when nothing changed)."""
@@ -107,14 +109,50 @@ class PortResult:
         )
 
     def report(self) -> str:
-        """The lines that still need a human, one per line with its number."""
+        """The lines that still need a human, one per line with its number; then the lines
+        wrong on any device, which no port changes."""
         if not self.not_ported:
-            return (
+            text = (
                 f"{self.filename}: everything CUDA-specific was ported to {self.target} "
                 f"(torch {self.torch_version})"
             )
-        rows = [f"{self.filename}:{line}: {code}  -- {why}" for line, code, why in self.not_ported]
-        return "not ported (needs a human):\n" + "\n".join(rows)
+        else:
+            rows = [f"{self.filename}:{n}: {code}  -- {why}" for n, code, why in self.not_ported]
+            text = "not ported (needs a human):\n" + "\n".join(rows)
+        if self.broken:
+            rows = [f"{self.filename}:{n}: {code}  -- {why}" for n, code, why in self.broken]
+            text += "\nwrong on any device (no port changes it; fix it by hand):\n" + "\n".join(
+                rows
+            )
+        return text
+
+
+def broken_rendezvous(source: str) -> list[tuple[int, str, str]]:
+    """Lines that set ``MASTER_ADDR`` from the rank's own host name: each rank names itself (or,
+    where the others read the variable, finds it unset), so no rank learns rank 0's address.
+
+    >>> src = 'import os, socket\\nos.environ["MASTER_ADDR"] = socket.gethostname()\\n'
+    >>> [n for n, _, _ in broken_rendezvous(src)]
+    [2]
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            key = target.slice if isinstance(target, ast.Subscript) else None
+            if not (isinstance(key, ast.Constant) and key.value == "MASTER_ADDR"):
+                continue
+            if ast.unparse(target.value) not in ("os.environ", "environ"):
+                continue
+            calls = {ast.unparse(n.func).rsplit(".", 1)[-1]
+                     for n in ast.walk(node.value) if isinstance(n, ast.Call)}  # fmt: skip
+            if "gethostname" in calls or "getfqdn" in calls:
+                found.append((node.lineno, 'os.environ["MASTER_ADDR"]',
+                              "each rank sets MASTER_ADDR to its own host name, or reads it "
+                              "where no launcher set it: rank 0's address reaches no other "
+                              "rank; broadcast it from rank 0 (MPI's comm.bcast)"))  # fmt: skip
+    return found
 
 
 def _transformer(target: str, result: PortResult, torch_release: tuple[int, int]):
@@ -426,6 +464,7 @@ def port_source(
                 (0, "ipex.optimize", "no top-level `optimizer = ...`; add it by hand")
             )
     result.not_ported.sort()
+    result.broken = broken_rendezvous(source)
     code = ported.code
     result.code = code
     return result

@@ -42,6 +42,7 @@ QUICK_LEAVES_OUT = {
     "test_doctor_cli.py": "starts the installed command, which imports torch",
     "test_dynolog_standin.py": "runs the dynolog recipe with its stand-in daemons",
     "test_env_recipes.py": "builds virtual environments",
+    "test_headless_recipe.py::test_headless_recipe_runs_notebook_02_on_a_fresh_clone": "executes a notebook with nbconvert",
     "test_hta_crosscheck.py": "builds HTA's own environment and runs it",
     "test_hta_idle_launch.py": "runs HTA itself",
     "test_jobs_cli.py": "submits local jobs through the command",

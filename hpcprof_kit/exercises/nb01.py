@@ -56,23 +56,32 @@ def check_device_counts(
     """Check the learner's predictions: torch devices per node in FLAT and COMPOSITE mode, and
     ``compute_units`` of one FLAT device (a tile).
 
-    >>> check_device_counts(flat=6, composite=12, compute_units=56)
-    Not yet. Hint: FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles. compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?
+    >>> check_device_counts(flat=6, composite=12, compute_units=56)  # doctest: +ELLIPSIS
+    Not yet. Hint: flat and composite look swapped: in which mode is a tile a device of its own? compute_units counts EUs, not Xe cores: ...
+    False
+    >>> check_device_counts(None, None)
+    Not yet. Hint: fill in flat, composite and compute_units (three ints) with your predictions.
     False
     """
+    if flat is None or composite is None or compute_units is None:
+        return feedback(False, hint="fill in flat, composite and compute_units (three ints) "
+                        "with your predictions.")  # fmt: skip
     right = _device_counts(system)
     counts_ok = (flat, composite) == (right["FLAT"], right["COMPOSITE"])
     units_ok = compute_units == _tile_compute_units()
     hints = []
-    if not counts_ok:
-        hints.append(
-            "FLAT makes every tile a device; COMPOSITE keeps one device per GPU. Count GPUs x tiles."
-        )
+    # what the check saw, and the question to ask: never the operation that gives the answer
+    if not counts_ok and (composite, flat) == (right["FLAT"], right["COMPOSITE"]):
+        hints.append("flat and composite look swapped: in which mode is a tile a device of "
+                     "its own?")  # fmt: skip
+    elif not counts_ok:
+        hints.append("what is one torch device in each mode, a tile or a whole GPU (section 5)? "
+                     "A job starts one rank per device: count the ranks one node takes.")  # fmt: skip
     if not units_ok:
         hints.append(
-            "compute_units counts EUs, not Xe cores: how many EUs does one Xe core hold?"
+            "compute_units counts EUs, not Xe cores: section 3 says what one Xe core holds."
             if compute_units == _TILE_XE_CORES
-            else "compute_units counts EUs; the Properties section says how many EUs one Xe core holds."
+            else "compute_units counts EUs (section 3), and the question gives one tile in Xe cores."
         )
     return feedback(
         counts_ok and units_ok,

@@ -25,11 +25,19 @@ def check_needs_a_human(lines: list[int] | None, script: str | Path = EXAMPLE) -
     Not yet. Hint: one line switches a library XPU does not use; another sets something the GPU runtime reads only once, when it starts.
     False
     """
+    from hpcprof_kit.porting import broken_rendezvous
+
     right = _needs_a_human(script)
+    broken = [n for n, _, _ in broken_rendezvous(Path(script).read_text())]
+    wrong_anywhere = sorted(set(lines or []) & set(broken))
+    also = ""
+    if wrong_anywhere:
+        also = (f" Line {', '.join(map(str, wrong_anywhere))} is wrong on CUDA too (the port "
+                "report flags it): it needs a fix, not a port.")  # fmt: skip
     return feedback(
         sorted(set(lines or [])) == right,
         hint="one line switches a library XPU does not use; another sets something the GPU "
-        "runtime reads only once, when it starts.",
+        "runtime reads only once, when it starts." + also,
         well_done=f"Correct - lines {right}: the device mask set inside the process (it belongs "
         "in the job script) and the cuDNN switch (oneDNN has none). The port lists both.",
     )

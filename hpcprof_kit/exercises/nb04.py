@@ -73,3 +73,55 @@ def check_my_trace(answer: list[int] | None, run_dir) -> bool:
         "away; active=2 steps follow; count prof.step() calls from 0.",
         well_done=f"Correct - every rank's trace holds ProfilerStep {right}.",
     )
+
+
+# The repeating schedule of the on_trace_ready exercise (its cell types the same numbers):
+# three cycles, each a trace of its own, over exactly as many steps as they take.
+CYCLES = {"wait": 1, "warmup": 1, "active": 2, "repeat": 3, "steps": 12}
+
+
+def _cycles(numbers: list[int]) -> str:
+    """The cycle numbers in words.
+
+    >>> _cycles([1, 2])
+    'cycles 1 and 2'
+    """
+    words = [str(n) for n in numbers]
+    return ("cycle " if len(words) == 1 else "cycles ") + " and ".join(
+        [", ".join(words[:-1]), words[-1]] if len(words) > 1 else words
+    )
+
+
+def check_every_cycle_kept(folder) -> bool:
+    """Check that the learner's ``on_trace_ready`` kept a trace of every cycle of ``CYCLES``
+    in ``folder``: each cycle's ProfilerStep numbers are in a file of their own (a handler that
+    writes one name every time keeps the last cycle only).
+
+    >>> import tempfile
+    >>> check_every_cycle_kept(tempfile.mkdtemp())  # doctest: +ELLIPSIS
+    Not yet. Hint: no trace in ... torch calls on_trace_ready once per cycle; did the cell run?
+    False
+    """
+    from pathlib import Path
+
+    from hpcprof_kit.profiling import recorded_steps
+
+    folder = Path(folder)
+    files = sorted([*folder.glob("*.json"), *folder.glob("*.json.gz")])
+    if not files:
+        return feedback(False, hint=f"no trace in {folder}: torch calls on_trace_ready once per "
+                        "cycle; did the cell run?")  # fmt: skip
+    kept = {tuple(recorded_steps(f)) for f in files}
+    cycles = [tuple(_steps_in_trace(k, **CYCLES)) for k in range(CYCLES["repeat"])]
+    lost = [k + 1 for k, steps in enumerate(cycles) if steps not in kept]
+    return feedback(
+        not lost,
+        hint=f"{len(files)} file(s) in {folder.name}/ hold {CYCLES['repeat'] - len(lost)} of the "
+        f"{CYCLES['repeat']} cycles ({_cycles(lost)} lost). torch calls "
+        "on_trace_ready once per cycle: a file name that is the same on every call keeps only "
+        "the last; make it differ per call (the profiler knows which step it is at), or let "
+        "torch's own handler for a directory name the files.",
+        well_done="Correct - every cycle has its trace: "
+        + ", ".join(f"ProfilerStep{list(s)}" for s in cycles)
+        + ".",
+    )

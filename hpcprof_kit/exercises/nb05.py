@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpcprof_kit.exercises import feedback
@@ -89,3 +90,60 @@ def compiled_or_eager(df: pd.DataFrame, ops: tuple[str, ...] = ("aten::linear", 
         rows.append({"op": op, "compiled": inside / per_step,
                      "eager": (len(calls) - inside) / per_step})  # fmt: skip
     return pd.DataFrame(rows).set_index("op")
+
+
+def _same_name_truth(trace, name: str) -> tuple[int, float]:
+    """Count and total ms of the slices called ``name`` in the file ``trace``, by ``same_name``
+    on the file itself (the one the learner opened in Perfetto)."""
+    import warnings
+
+    from hpcprof_kit.traces import load, same_name
+
+    with warnings.catch_warnings():  # a merged file names no rank: it is one, as Perfetto sees it
+        warnings.simplefilter("ignore")
+        row = same_name(load(trace), name).loc["all"]
+    return int(row["count"]), float(row["total_ms"])
+
+
+def check_same_name_query(count, total_ms, trace, name: str = "aten::linear") -> bool:
+    """Check the count and total (ms) that the learner's Perfetto query of the slices called
+    ``name`` gave on ``trace``, against the kit's ``same_name`` on the same file (offline). The
+    total may differ by rounding (1 %, or 0.01 ms); Perfetto drops a slice it cannot nest, so
+    a count 1 % off is taken and said.
+
+    >>> import tempfile, pathlib
+    >>> from hpcprof_kit.traces import merge_to_chrome
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "merged.json"
+    >>> trace = merge_to_chrome("tests/fixtures/traces/ddp_cpu_2rank", out)  # doctest: +SKIP
+    >>> check_same_name_query(None, None, trace)  # doctest: +SKIP
+    Not yet. Hint: type the two numbers your query gave: ...
+    False
+    """
+    query = ("in Perfetto's Query (SQL) page, the slice table has one row per slice, with its "
+             "name and its dur in nanoseconds: count the rows with this name and sum their dur")  # fmt: skip
+    if count is None or total_ms is None:
+        return feedback(False, hint=f"type the two numbers your query gave: {query}.")
+    try:
+        count, total_ms = int(count), float(total_ms)
+    except (TypeError, ValueError):
+        return feedback(
+            False, hint=f"count is a whole number and total_ms a number of ms; {query}."
+        )
+    right_count, right_total = _same_name_truth(trace, name)
+    count_ok = abs(count - right_count) <= right_count // 100
+    total_ok = abs(total_ms - right_total) <= max(0.01 * right_total, 0.01)
+    if count_ok and not total_ok and abs(total_ms / 1e6 - right_total) <= 0.01 * right_total:
+        return feedback(False, hint="the count agrees; the total looks like nanoseconds: "
+                        "Perfetto's dur is in ns, and 1 ms is 1e6 ns.")  # fmt: skip
+    if count_ok and not total_ok and abs(total_ms / 1e3 - right_total) <= 0.01 * right_total:
+        return feedback(False, hint="the count agrees; the total looks like microseconds: "
+                        "Perfetto's dur is in ns, and 1 ms is 1e6 ns.")  # fmt: skip
+    said = "" if count == right_count else " (Perfetto left out a slice it could not nest)"
+    return feedback(
+        count_ok and total_ok,
+        hint=f"{'the count agrees, ' if count_ok else ''}{'the total agrees, ' if total_ok else ''}"
+        f"the query's numbers are not the file's: {query}; name = '{name}' exactly, and "
+        f"{Path(str(trace)).name} is the file to open.",
+        well_done=f"Correct - Perfetto and same_name agree on {Path(str(trace)).name}: the "
+        f"slices called {name}{said}.",
+    )

@@ -60,3 +60,73 @@ def check_traced_ranks(answer: list[int] | None) -> bool:
         hint="local rank 0 is the first rank of each node (ranks fill nodes in order); then apply the cutoff.",
         well_done=f"Correct - ranks {right}: the first rank of each node, both below 13.",
     )
+
+
+# The decision exercise: a Polaris job, the ranks filling nodes in order; per question, what a
+# set of traced ranks must let you compare, and how many reports the budget allows.
+TRACE_JOB = {"world": 16, "ranks_per_node": 4}
+TRACE_QUESTIONS = {
+    "which node is slow": {"budget": 4, "needs": "every node"},
+    "cross-node all-reduce wait": {"budget": 2, "needs": "two nodes"},
+}
+
+
+def _unmet(question: str, ranks) -> list[str]:
+    """What ``ranks`` misses of ``question``'s constraints, one phrase each (empty: it meets
+    them). Any set that meets them is right."""
+    world, per_node = TRACE_JOB["world"], TRACE_JOB["ranks_per_node"]
+    rule = TRACE_QUESTIONS[question]
+    if ranks is None:
+        return ["no ranks yet"]
+    try:
+        chosen = sorted({int(r) for r in ranks})
+    except (TypeError, ValueError):
+        return [f"{ranks!r} is not a list of rank numbers"]
+    unmet = []
+    outside = [r for r in chosen if not 0 <= r < world]
+    if outside:
+        unmet.append(f"ranks {outside} are not in this {world}-rank job")
+    if len(chosen) > rule["budget"]:
+        unmet.append(f"{len(chosen)} reports, over the budget of {rule['budget']}")
+    nodes = {r // per_node for r in chosen if 0 <= r < world}
+    if rule["needs"] == "every node" and len(nodes) < world // per_node:
+        unmet.append(f"{len(nodes)} of the {world // per_node} nodes traced: a node with no "
+                     "traced rank cannot be compared")  # fmt: skip
+    if rule["needs"] == "two nodes" and len(nodes) < 2:
+        unmet.append("all on one node: its ranks meet over the node's own links, not the "
+                     "network between nodes")  # fmt: skip
+    if not chosen:
+        unmet.append("no rank traced")
+    return unmet
+
+
+def check_ranks_to_trace(choice: dict | None, profrank=None, rankcutoff=None) -> bool:
+    """Check the learner's traced ranks for each question of ``TRACE_QUESTIONS`` (any set that
+    meets its constraints is right), and the wrapper's ``PROFRANK``/``RANKCUTOFF`` that trace
+    a set meeting the first question's.
+
+    >>> check_ranks_to_trace(dict.fromkeys(TRACE_QUESTIONS, [0, 1, 2, 3, 4]))  # doctest: +ELLIPSIS
+    Not yet. Hint: which node is slow: 5 reports, over the budget of 4; 2 of the 4 nodes traced: ...
+    False
+    """
+    from hpcprof_kit.tracer_ranks import traced_ranks
+
+    choice = choice or {}
+    problems = [f"{q}: {'; '.join(u)}" for q in TRACE_QUESTIONS
+                if (u := _unmet(q, choice.get(q)))]  # fmt: skip
+    first = next(iter(TRACE_QUESTIONS))
+    if profrank is None or rankcutoff is None:
+        problems.append("PROFRANK and RANKCUTOFF: not set yet")
+    else:
+        wrapped = traced_ranks(TRACE_JOB["world"], TRACE_JOB["ranks_per_node"], int(profrank),
+                               int(rankcutoff))  # fmt: skip
+        unmet = _unmet(first, wrapped)
+        if unmet:
+            problems.append(f"PROFRANK={profrank} RANKCUTOFF={rankcutoff} traces {wrapped}, which "
+                            f"does not answer '{first}': {'; '.join(unmet)}")  # fmt: skip
+    return feedback(
+        not problems,
+        hint="; ".join(problems) + ".",
+        well_done="Correct - each set answers its question within its budget, and the wrapper's "
+        "two variables trace a set for the first.",
+    )

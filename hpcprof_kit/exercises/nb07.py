@@ -2,7 +2,7 @@
 key (:mod:`hpcprof_kit.validate.answers`), which no notebook imports.
 
 >>> check_polaris_list("list:0-7:8-15:16-23:24-31")  # doctest: +ELLIPSIS
-Not yet. Hint: rank 0 runs in NUMA domain(s) [0] but drives GPU0, ... GPU0 sits next to the LAST NUMA domain.
+Not yet. Hint: rank 0 runs in NUMA domain(s) [0] but drives GPU0, which sits next to NUMA 3: ...
 False
 """
 
@@ -16,14 +16,18 @@ def check_polaris_list(cpu_bind: str) -> bool:
     """Is ``cpu_bind`` a 4-rank Polaris list the checks accept (rank i next to GPU i)?"""
     from hpcprof_kit.affinity import plan_for
 
+    if not cpu_bind:
+        return feedback(False, hint="write your list: 'list:' then one CPU range per rank, "
+                        "rank 0's first, joined by ':' (as --cpu-bind takes it).")  # fmt: skip
     try:
         plan = plan_for("polaris", 4, cpu_bind)
     except KitError as exc:
         return feedback(False, hint=f"the list does not parse: {exc}")
-    first = plan.findings[0].message if plan.findings else ""
+    # what the check saw, not the fix: the CPUs to bind to are the learner's to find
+    first = plan.findings[0].message.split("; bind it to")[0] if plan.findings else ""
     return feedback(
         not plan.findings,
-        hint=f"{first}. Remember: GPU0 sits next to the LAST NUMA domain.",
+        hint=f"{first}. Which CPUs belong to which NUMA domain? The table of section 2 says.",
         well_done="Correct - every rank sits next to its GPU, no core shared or reserved.",
     )
 

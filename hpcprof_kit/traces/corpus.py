@@ -68,6 +68,9 @@ FLAVOURS = {
         "elementwise": "void at::native::vectorized_elementwise_kernel<4, "
         "at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >"
         "(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)",
+        "elementwise_fp32": "void at::native::vectorized_elementwise_kernel<4, "
+        "at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >"
+        "(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
         "tiny": "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor"
         "<float, float, float, at::native::binary_internal::MulFunctor<float> >, "
         "at::detail::Array<char*, 2> >(int, at::native::AUnaryFunctor<float, float, float, "
@@ -94,6 +97,9 @@ FLAVOURS = {
         "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::xpu::"
         "AddFunctor<c10::BFloat16> >, at::detail::Array<char*, 3>, "
         "TrivialOffsetCalculator<2, unsigned int> >",
+        "elementwise_fp32": "at::native::xpu::VectorizedElementwiseKernel<4, at::native::xpu::"
+        "BinaryFunctor<float, float, float, at::native::xpu::AddFunctor<float> >, "
+        "at::detail::Array<char*, 3>, TrivialOffsetCalculator<2, unsigned int> >",
         "tiny": "at::native::xpu::VectorizedElementwiseKernel<4, at::native::xpu::"
         "AUnaryFunctor<float, float, float, at::native::xpu::MulFunctor<float> >, "
         "at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int> >",
@@ -282,6 +288,9 @@ def _simulate(run: Run) -> list[list[dict]]:
     dtype = "float" if p["no_tensor_cores"] else "c10::BFloat16"
     gemm = f["gemm_fp32"] if p["no_tensor_cores"] else f["gemm"]
     gemm_factor = p["no_tensor_cores"].size if p["no_tensor_cores"] else 1.0
+    # the elementwise kernels run in the model's dtype too: no BFloat16 name in a float32 run
+    elementwise = f["elementwise_fp32"] if p["no_tensor_cores"] else f["elementwise"]
+    kernels = (gemm, elementwise)
     for s in range(run.first_step, run.first_step + run.steps):
         start = h.copy()
         for r, t in enumerate(traces):
@@ -300,16 +309,16 @@ def _simulate(run: Run) -> list[list[dict]]:
                     hr, dr = _launch(t, hr, dr, "aten::mul_", f["tiny"], 4.0)
             if stall and r in stall.ranks and s in stall.steps:  # mid-forward, no op: a GC pause
                 half = run.gemms // 2
-                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, half, p)
+                hr, dr = _layers(t, run, hr, dr, kernels, dtype, gemm_factor * slow, half, p)
                 stall.cost_ms[s] = float(max(0.0, hr + stall.size * 1e3 + 12 - dr)) / 1e3
                 hr += stall.size * 1e3
-                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow,
+                hr, dr = _layers(t, run, hr, dr, kernels, dtype, gemm_factor * slow,
                                  run.gemms - half, p)  # fmt: skip
             else:
-                hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, run.gemms, p)
+                hr, dr = _layers(t, run, hr, dr, kernels, dtype, gemm_factor * slow, run.gemms, p)
             if p["synchronize_in_step"]:
                 hr, dr = _item_then_log(t, hr, dr, p["synchronize_in_step"].size)
-            hr, dr = _layers(t, run, hr, dr, gemm, dtype, gemm_factor * slow, 2 * run.gemms, p)
+            hr, dr = _layers(t, run, hr, dr, kernels, dtype, gemm_factor * slow, 2 * run.gemms, p)
             if p["sync_copy"]:
                 hr, dr = _copy_to_host(t, hr, dr, p["sync_copy"].size)
             h[r], d[r] = hr, dr
@@ -322,7 +331,7 @@ def _simulate(run: Run) -> list[list[dict]]:
         for r, t in enumerate(traces):
             hr, dr = h[r], d[r]
             for _ in range(8):
-                hr, dr = _launch(t, hr, dr, "aten::_foreach_add_", f["elementwise"], 90.0)
+                hr, dr = _launch(t, hr, dr, "aten::_foreach_add_", elementwise, 90.0)
             if save and s in save.steps:  # a checkpoint: to pageable host memory, then a write
                 before = max(hr, dr)
                 hr, dr = _copy_to_host(t, hr, dr, save.detail["copy_mb"])
@@ -355,8 +364,9 @@ def _batch_copy(t: _Trace, run: Run, pageable, h: float, d: float):
     return (start + dur + 10 if pageable else h + 40), start + dur
 
 
-def _layers(t: _Trace, run: Run, h, d, gemm, dtype, factor, n, p):
-    """``n`` GEMMs, each followed by an elementwise kernel; with allocator churn, a
+def _layers(t: _Trace, run: Run, h, d, kernels, dtype, factor, n, p):
+    """``n`` GEMMs, each followed by an elementwise kernel (``kernels``: the two names, in the
+    run's dtype); with allocator churn, a
     cudaMalloc before some and a cudaFree (which waits for the device) after."""
     churn = p["allocator_churn"]
     every = max(1, (3 * run.gemms) // int(churn.size)) if churn else 0
@@ -365,8 +375,8 @@ def _layers(t: _Trace, run: Run, h, d, gemm, dtype, factor, n, p):
             t.host(t.f["runtime_cat"], t.f["alloc"], h, a := t.d(180.0))
             h += a + 4
         shapes = {"Input type": [dtype, dtype], "Input Dims": [[4096, 4096], [4096, 4096]]}
-        h, d = _launch(t, h, d, "aten::mm", gemm, run.gemm_us * factor, **shapes)
-        h, d = _launch(t, h, d, "aten::add", t.f["elementwise"], 45.0 * factor)
+        h, d = _launch(t, h, d, "aten::mm", kernels[0], run.gemm_us * factor, **shapes)
+        h, d = _launch(t, h, d, "aten::add", kernels[1], 45.0 * factor)
         if churn and i % every == 0:
             h = max(h, d)  # freeing device memory synchronises the device
             t.host(t.f["runtime_cat"], t.f["free"], h, a := t.d(300.0))

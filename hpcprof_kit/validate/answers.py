@@ -69,6 +69,13 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "code": ["ranks_from_env(PUZZLE_ENV"],
             "answer": "answer_rank",
         },
+        "check_pbs_header": {  # the directives the task asks for, as the site spells them
+            "text": [r"filesystems=home:flare\b", r"filesystems=flare:home\b",
+                     r"filesystems=home:eagle\b", r"filesystems=eagle:home\b",
+                     r"select=2:system=polaris\b", r"place=scatter\b"],
+            "code": [],
+            "answer": "answer_pbs_headers",
+        },
         "check_my_rendezvous": {
             "text": [r"backend = \{\"xpu\": \"xccl\"", r"get\(device\.type, \"gloo\"\)"],
             "code": [],
@@ -82,6 +89,11 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "code": ["**EXERCISE", "_steps_in_trace("],
             "answer": "answer_second_trace",
         },
+        "check_every_cycle_kept": {  # a handler whose file name differs per cycle
+            "text": [r"export_chrome_trace\([^\n]*step_num", r"on_trace_ready\s*=\s*tensorboard_trace_handler\("],
+            "code": ["tensorboard_trace_handler("],
+            "answer": "answer_every_cycle",
+        },
         "check_my_trace": {
             "text": [r"ProfilerStep\s*\[3, 4\]", r"ProfilerStep#3\b[^\n]*#4\b", r"\b3 and 4\b"],
             "code": ["recorded_steps(", "format_schedule(", "plot_schedule("],
@@ -89,6 +101,12 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
     "nb05": {
+        # the learner's own run's count and total, as a table above the check would print them
+        "check_same_name_query": {
+            "text": [],
+            "code": ["same_name(", "plot_same_name(", "top_ops(", "user_ranges("],
+            "from_run": "same_name_query_patterns",
+        },
         # the verdict sentence itself, or a cell that computes it
         "check_compiled_verdict": {
             "text": [r"within noise \(", r"is faster than \S+: median", r"larger than the noise\."],
@@ -100,6 +118,13 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
             "text": [r"\[0,\s*12\]", r"\b0 and 12\b", r"(?i)ranks? 0 and 12\b"],
             "code": ["RANKCUTOFF=13", "rankcutoff=13"],
             "answer": "answer_traced_ranks",
+        },
+        # any set meeting each question's needs is right: nothing single to hide
+        "check_ranks_to_trace": {
+            "text": [r"my_profrank, my_rankcutoff = \d+, \d+", r"\"which node is slow\": \[\d",
+                     r"\"cross-node all-reduce wait\": \[\d"],
+            "code": [],
+            "answer": "answer_ranks_to_trace",
         },
     },
     "nb07": {
@@ -180,6 +205,19 @@ def answer_rank() -> list[int]:
     return [info.rank, info.local_rank]
 
 
+def answer_pbs_headers() -> dict[str, str]:
+    """The ``#PBS`` header of notebook 03's task, per site (``-A`` is the learner's project)."""
+    task = _nb("nb03").PBS_TASK
+    headers = {}
+    for system, fs in _nb("nb03").PROJECT_FS.items():
+        chunk = ":system=polaris" if system == "polaris" else ""
+        headers[system] = (f"#PBS -A MyProject\n#PBS -q {task['queue']}\n"
+                           f"#PBS -l select={task['nodes']}{chunk}\n#PBS -l place=scatter\n"
+                           f"#PBS -l walltime=00:{task['minutes']:02d}:00\n"
+                           f"#PBS -l filesystems=home:{fs}\n")  # fmt: skip
+    return headers
+
+
 def answer_my_rendezvous() -> str:
     """Notebook 03: the line that fills the blank of ``my_ddp.py``."""
     return 'backend = {"xpu": "xccl", "cuda": "nccl"}.get(device.type, "gloo")'
@@ -198,11 +236,31 @@ def answer_my_trace() -> list[int]:
     return nb04._steps_in_trace(0, **nb04.MY_SCHEDULE)
 
 
+def answer_every_cycle() -> str:
+    """Notebook 04: a handler that keeps every cycle (``tensorboard_trace_handler(str(cycles_dir))``
+    keeps them too)."""
+    return 'prof.export_chrome_trace(str(cycles_dir / f"trace-{prof.step_num}.json"))'
+
+
+def same_name_query_patterns(merged) -> list[str]:
+    """Notebook 05: the Perfetto task's count and total (ms) on the learner's merged trace, as
+    a cell above the check would print them."""
+    count, total = _nb("nb05")._same_name_truth(merged, "aten::linear")
+    return [rf"aten::linear\W[^\n]{{0,60}}\b{count}\b", re.escape(f"{total:.3f}")]
+
+
 def answer_traced_ranks() -> list[int]:
     """Notebook 06: the ranks unitrace traces on 2 nodes x 12 ranks, PROFRANK=0, RANKCUTOFF=13."""
     from hpcprof_kit.tracer_ranks import traced_ranks
 
     return traced_ranks(world_size=24, ranks_per_node=12, profrank=0, rankcutoff=13)
+
+
+def answer_ranks_to_trace() -> dict[str, list[int]]:
+    """Notebook 06: one right choice of many (any set meeting each question's needs), and the
+    wrapper's PROFRANK, RANKCUTOFF for the first question."""
+    return {"which node is slow": [0, 4, 8, 12], "cross-node all-reduce wait": [0, 4],
+            "PROFRANK, RANKCUTOFF": [0, 16]}  # fmt: skip
 
 
 def answer_polaris_list() -> str:

@@ -53,31 +53,7 @@ def straggler(view: RunView) -> list[dict]:
     cells, walls = _busy_grid(view)
     if cells.shape[1] < 2:
         return []
-    grid = cells.to_numpy(dtype=float)
-    filled = np.where(np.isnan(grid), -np.inf, grid)
-    top = np.argmax(filled, axis=1)
-    rows = np.arange(len(top))
-    med = np.nanmedian(grid, axis=1)
-    cost = grid[rows, top] - med
-    # what the step would save were the slowest rank typical: it would end with the next one
-    saved = grid[rows, top] - np.sort(filled, axis=1)[:, -2]
-    # the ranks' own spread, measured without the slowest (with two ranks: none to measure)
-    others = grid.copy()
-    others[rows, top] = np.nan
-    if grid.shape[1] > 2:
-        dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
-        noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
-    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is,
-        # from its faster half (a slowest rank that changes every other step leaves half the
-        # leads long, which would widen a MAD of them all); a lead of two ranks is half their
-        # difference's size, folded at 0, whose spread is 0.42 of the difference's
-        noise = spread(cost) / FOLDED
-    else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
-        noise = 0.0
-    walls_ms = walls.to_numpy(dtype=float)
-    clear = (cost >= 0.01 * RULES["straggler"].threshold * walls_ms) & (
-        cost > RANK_NOISE_TIMES * noise
-    )
+    top, cost, clear, walls_ms, saved = _clear_leads(cells, walls)
     ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
     # a step whose slowest rank stalled with no op is host_stall's, not a straggler's
     stalled = {(int(r), int(st)) for f in view.found.get("host_stall", []) for r in f["ranks"]
@@ -173,6 +149,53 @@ def _rotating_finding(view, slow_ranks, steps, cost, value, saved) -> dict:
         evidence,
         gain_ms=float(np.sum(cost)) / max(1, view.n_steps),
     )
+
+
+def _clear_leads(cells, walls):
+    """Per step: the rank that works longest (its column index), its lead over the median
+    rank (ms), whether that lead is clear (above the threshold and the ranks' own noise), the
+    step's wall (ms), and what the step would save were that rank typical (its lead over the
+    next slowest, with which the step would end; ms)."""
+    grid = cells.to_numpy(dtype=float)
+    filled = np.where(np.isnan(grid), -np.inf, grid)
+    top = np.argmax(filled, axis=1)
+    rows = np.arange(len(top))
+    med = np.nanmedian(grid, axis=1)
+    cost = grid[rows, top] - med
+    saved = grid[rows, top] - np.sort(filled, axis=1)[:, -2]
+    # the ranks' own spread, measured without the slowest (with two ranks: none to measure)
+    others = grid.copy()
+    others[rows, top] = np.nan
+    if grid.shape[1] > 2:
+        dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
+        noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
+    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is,
+        # from its faster half (a slowest rank that changes every other step leaves half the
+        # leads long, which would widen a MAD of them all); a lead of two ranks is half their
+        # difference's size, folded at 0, whose spread is 0.42 of the difference's
+        noise = spread(cost) / FOLDED
+    else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
+        noise = 0.0
+    walls_ms = walls.to_numpy(dtype=float)
+    clear = (cost >= 0.01 * RULES["straggler"].threshold * walls_ms) & (
+        cost > RANK_NOISE_TIMES * noise
+    )
+    return top, cost, clear, walls_ms, saved
+
+
+def straggler_steps(view: RunView) -> dict[int, list[int]]:
+    """The steps in which each rank is the straggler by the rule's own test (its lead beats the
+    threshold and the ranks' noise), by rank; a rank never clearly last is absent. What the
+    report's tables list, so that they never name a straggler the rule calls noise."""
+    cells, walls = _busy_grid(view)
+    if cells.shape[1] < 2:
+        return {}
+    top, _cost, clear, _walls, _saved = _clear_leads(cells, walls)
+    ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
+    found: dict[int, list[int]] = {}
+    for k in np.flatnonzero(clear):
+        found.setdefault(int(ranks[top[k]]), []).append(int(steps[k]))
+    return found
 
 
 def _straggler_finding(view, rank, steps, cost, value, n_steps, saved) -> dict:

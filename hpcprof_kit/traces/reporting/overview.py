@@ -56,7 +56,10 @@ def overview(view: RunView) -> Pane:
         return pane
     busy, wait = bd.busy_and_wait(b)
     per_step = steps
-    named = per_step["straggler"].to_numpy()
+    from hpcprof_kit.traces.findings.ranks import straggler_steps
+
+    # the steps in which a rank is the straggler by the rule's test, not merely the slowest
+    clear = straggler_steps(view) if int(b["rank"].nunique()) > 1 else {}
     rows = []
     for rank, idx in b.groupby("rank").indices.items():
         wall = b["wall_ns"].to_numpy()[idx] / 1e6
@@ -73,9 +76,7 @@ def overview(view: RunView) -> Pane:
                 "worked_max_ms": float(np.max(busy[idx])) / 1e6,
                 "waited_median_ms": float(np.median(wait[idx])) / 1e6,
                 # a median hides a rank that is slow in a few steps only: say in which
-                "straggler_in_steps": ",".join(
-                    str(int(st)) for st in per_step.index[named == int(rank)]
-                ),
+                "straggler_in_steps": ",".join(str(st) for st in clear.get(int(rank), [])),
             }
         )
     pane.tables["steps"] = pd.DataFrame(rows)
