@@ -169,11 +169,13 @@ def _clear_leads(cells, walls):
     if grid.shape[1] > 2:
         dev = np.abs(others - np.nanmedian(others, axis=1, keepdims=True))
         noise = float(np.nanmedian(1.4826 * np.nanmedian(dev, axis=1)))
-    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is,
-        # from its faster half (a slowest rank that changes every other step leaves half the
-        # leads long, which would widen a MAD of them all); a lead of two ranks is half their
-        # difference's size, folded at 0, whose spread is 0.42 of the difference's
-        noise = spread(cost) / FOLDED
+    elif len(cost) >= 4:  # two ranks: the lead's own spread over the steps is all there is.
+        # Two estimates of the same sigma (half the difference's), each from a faster half,
+        # each widened by a pattern the other is not: the lead, folded at 0 (its spread is
+        # 0.42 of the difference's), by a slow rank in every step; the signed difference by
+        # a slow rank in some steps only. The smaller one is the ranks' noise.
+        diff = grid[:, 0] - grid[:, 1]
+        noise = min(spread(cost) / FOLDED, spread(diff) / 2)
     else:  # two ranks, under four steps: no spread to measure; the threshold alone decides
         noise = 0.0
     walls_ms = walls.to_numpy(dtype=float)

@@ -195,8 +195,9 @@ class RunView:
     @property
     def step_noise_ms(self) -> float:
         """The run's step-to-step spread: the median over ranks of 1.4826 x the MAD of the
-        rank's step wall times (ms), the first step and those a straggler finding explains
-        set aside; 0 with fewer than three steps."""
+        rank's step wall times (ms), the first step and those a straggler, rotating straggler,
+        slow steps or host stall finding explains set aside (unless that leaves a wider
+        spread, as fewer steps can); 0 with fewer than three steps."""
         explained = frozenset(
             s
             for k in ("straggler", "rotating_straggler", "slow_steps", "host_stall")
@@ -206,7 +207,12 @@ class RunView:
         if explained not in self._noise:  # asked by every rule's noise test: made once
             steady = self.rows[(self.rows["step"] >= 0) & ~self.rows["step"].isin(explained)]
             spreads = _rank_spreads(steady)
-            self._noise[explained] = float(np.median(spreads)) if spreads else 0.0
+            noise = float(np.median(spreads)) if spreads else 0.0
+            if explained:  # set aside to lower the floor, never to raise it (fewer steps left)
+                every = self.rows[self.rows["step"] >= 0]
+                spreads = _rank_spreads(every)
+                noise = min(noise, float(np.median(spreads))) if spreads else noise
+            self._noise[explained] = noise
         return self._noise[explained]
 
     @cached_property
