@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RANK_NOISE_TIMES = 4.0  # a straggler's lead must beat this many times the ranks' own spread
 # one rank is the straggler when it is the slowest in this share of the steps with a clear
 # slowest rank (and two of them at least); else, in three steps or more, the slowest rotates
-SAME_RANK_SHARE = 0.6
+SAME_RANK_SHARE = 0.7
 FOLDED = 0.42  # the spread (time_lost.spread) of |Z| for a normal Z: 0.42 of its sigma
 
 

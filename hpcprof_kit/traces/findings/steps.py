@@ -164,9 +164,16 @@ def slow_steps(view: RunView) -> list[dict]:
                          - acc.cells["unexplained"])  # fmt: skip
     own = c.groupby("step")["own"].median()
     least = RULES["slow_steps"].threshold / 100 * acc.ideal_step_ms
-    # the share of the step's ranks that lost their own time beyond the threshold and noise
-    hit = ((c["own"] > least) & ~c["within_noise"]).groupby(c["step"]).mean()
-    slow = [int(s) for s, v in hit.items() if v >= 0.75]
+    # each cell's main own part: a step is slow on every rank when 3 in 4 of its ranks lost
+    # their own time beyond the threshold and noise, for the same main part (one rank's slow
+    # kernels beside another's stall are two problems, not one slow step)
+    own_parts = [p for p in LOST_PARTS[:-1] if p != "waiting_for_ranks"]
+    main = c[own_parts].idxmax(axis=1)
+    hit = (c["own"] > least) & ~c["within_noise"]
+    same = main.where(hit).groupby(c["step"]).agg(lambda m: m.value_counts().max() if
+                                                  m.notna().any() else 0)  # fmt: skip
+    share = same / c.groupby("step")["rank"].size()
+    slow = [int(s) for s, v in share.items() if v >= 0.75]
     first = int(own.index.min())
     if not slow or slow == [first]:
         return []
