@@ -120,20 +120,23 @@ def stepped(b: pd.DataFrame) -> pd.DataFrame:
     return b[b["step"].to_numpy() >= 0]
 
 
-def share_rule(view: RunView, kind: str, column: str, min_ms: float = 0.05,
+def share_rule(view: RunView, kind: str, column: str | pd.Series, min_ms: float = 0.05,
                floor: float | None = None):  # fmt: skip
     """The common test of a rule whose signal is time (ns) per (rank, step): per rank, the
     median share of its steps at or above the threshold and the median effect (ms per step)
     above ``min_ms`` and the run's noise. With ``floor`` (a share under the threshold), the
     share need only reach ``floor`` and the effect must beat the spread itself
-    (:meth:`RunView.stands_out`). Returns (value, effect_ms, ranks, steps) for the ranks
-    that pass (value and effect: the largest of theirs), or None."""
-    share = view.share(column).dropna()
+    (:meth:`RunView.stands_out`). ``column`` names a signal, or is the time itself per
+    (rank, step) (:func:`per_step_of`). Returns (value, effect_ms, ranks, steps) for the
+    ranks that pass (value and effect: the largest of theirs), or None."""
+    ns = view.per_step(column) if isinstance(column, str) else per_step_of(view, column)
+    wall = view.rows.set_index(["rank", "step"])["wall_ns"].astype(float)
+    share = (100.0 * ns / wall.where(wall > 0, np.nan)).dropna()
     if share.empty:
         return None
     least = RULES[kind].threshold if floor is None else floor
     noise = view.beats_noise if floor is None else view.stands_out
-    ms = view.per_step(column) / 1e6
+    ms = ns / 1e6
     per = share.groupby(level="rank").median()
     effect = ms.groupby(level="rank").median()
     hot = [int(r) for r, p, e in zip(per.index, per.to_numpy(), effect.reindex(per.index)
@@ -143,3 +146,11 @@ def share_rule(view: RunView, kind: str, column: str, min_ms: float = 0.05,
     mine = share[share.index.get_level_values("rank").isin(hot)]
     steps = sorted({int(s) for (_, s), v in mine.items() if v >= least and s >= 0})
     return float(per[hot].max()), float(effect[hot].max()), hot, steps
+
+
+def per_step_of(view: RunView, values: pd.Series) -> pd.Series:
+    """``values`` (indexed by rank and step) on the rows the rules read (:attr:`RunView.rows`),
+    0 where it has none: what :meth:`RunView.per_step` gives of a signal, for a measure a rule
+    takes from elsewhere."""
+    index = view.rows.set_index(["rank", "step"]).index
+    return values.reindex(index).fillna(0).astype(float)

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-from hpcprof_kit.traces.findings.base import RULES, finding, lacks, pct, rule, share_rule
+from hpcprof_kit.traces.findings.base import (
+    RULES,
+    finding,
+    lacks,
+    pct,
+    per_step_of,
+    rule,
+    share_rule,
+)
 from hpcprof_kit.traces.view.run_view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,7 +100,7 @@ def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> lis
 SHARE_FLOOR = 3.0
 
 
-def device_wait(view: RunView, kind: str, column: str):
+def device_wait(view: RunView, kind: str, column: str | pd.Series):
     """``share_rule`` of ``kind`` at its threshold, else, on a device, from ``SHARE_FLOOR``
     with the stricter noise test (:meth:`~.base.RunView.stands_out`): other problems (a slow
     DataLoader, host work after ``.item()``, fp32 GEMMs) lengthen the step and shrink a
@@ -268,15 +276,34 @@ def launch_bound(view: RunView) -> list[dict]:
     return _launch_bound_device(view) if view.on_device else _launch_bound_host(view)
 
 
+def launch_idle(view: RunView) -> tuple[pd.Series, pd.Series]:
+    """Per (rank, step) of the rules' rows: the device idle just before tiny kernels (ns) and
+    how many such kernels, the device counted busy while any of its streams runs
+    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`; from the signals when the
+    report has no events), and never more than the step's measured device idle (its ``host``
+    and ``idle`` parts)."""
+    if view.df is not None:
+        from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
+
+        gaps = launch_gaps(view.df).set_index(["rank", "step"])
+        ns, count = (per_step_of(view, gaps[c]) for c in ("launch_idle_ns", "tiny_kernels"))
+    else:
+        ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
+    rows = view.rows.set_index(["rank", "step"])
+    idle = (rows["host_ns"] + rows["idle_ns"]).astype(float)
+    return ns.clip(upper=idle.reindex(ns.index).fillna(0)), count
+
+
 def _launch_bound_device(view: RunView) -> list[dict]:
-    if float(view.per_step("tiny_kernels").median()) < 20:
+    idle, count = launch_idle(view)
+    if float(count.median()) < 20:
         return []
-    hit, floor = device_wait(view, "launch_bound", "launch_idle_ns")
+    hit, floor = device_wait(view, "launch_bound", idle)
     if hit is None:
         return []
     value, effect, ranks, steps = hit
     evidence: dict[str, Any] = {
-        "tiny_kernels_per_step": int(view.per_step("tiny_kernels").median()),
+        "tiny_kernels_per_step": int(count.median()),
         "device_idle_between_them_ms_per_step": round(effect, 3),
     }
     summary = (f"{evidence['tiny_kernels_per_step']} tiny kernels a step leave the device idle "
