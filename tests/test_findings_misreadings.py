@@ -113,3 +113,86 @@ def test_launch_bound_never_claims_more_than_the_steps_device_idle(tmp_path):
     f = found["launch_bound"]
     assert f["gain_ms_per_step"] == pytest.approx(0.43)
     assert f["gain_ms_per_step"] <= idle_ms
+
+
+# --- sync_copy: a tiny device-to-host copy named by the host's wait ------------------------
+
+STEP10 = 10_000  # µs
+
+
+def blocking_copy_steps(how: str, wait_us: float = 5890, then_us: float = 500) -> list[dict]:
+    """Six 10 ms steps. A 6 ms GEMM runs from 20 µs into the step; from 100 µs the host
+    reads a small device tensor (``how``): ``item`` (``aten::item`` > ``_local_scalar_dense``
+    > ``cudaMemcpyAsync``, then ``cudaStreamSynchronize``) or ``cpu`` (``aten::to`` >
+    ``aten::copy_`` > a synchronous ``cudaMemcpy`` of 704 bytes). Its 2 µs copy runs after
+    the GEMM, and the host's wait ends with it: ``wait_us`` µs held. The host launches the
+    next kernel ``then_us`` after the wait: the device idles from the copy's end until then."""
+    events, corr = [], 100
+    for k in range(STEPS):
+        t0 = k * STEP10
+        copy_at = t0 + 110 + wait_us - 3  # the copy ends 1 µs before the wait does
+        done = t0 + 110 + wait_us
+        events += [x("user_annotation", f"ProfilerStep#{k}", t0, STEP10),
+                   x("cuda_runtime", "cudaLaunchKernel", t0 + 10, 5, correlation=corr),
+                   x("kernel", "sgemm_128x64_nn", t0 + 20, copy_at - t0 - 20, stream=STREAM,
+                     correlation=corr),
+                   x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", copy_at, 2,
+                     stream=STREAM, correlation=corr + 1, bytes=704)]  # fmt: skip
+        if how == "item":
+            events += [x("cpu_op", "aten::item", t0 + 100, wait_us + 20),
+                       x("cpu_op", "aten::_local_scalar_dense", t0 + 101, wait_us + 18),
+                       x("cuda_runtime", "cudaMemcpyAsync", t0 + 102, 5, correlation=corr + 1),
+                       x("cuda_runtime", "cudaStreamSynchronize", t0 + 110, wait_us,
+                         correlation=corr + 2)]  # fmt: skip
+        else:
+            events += [x("cpu_op", "aten::to", t0 + 100, wait_us + 20),
+                       x("cpu_op", "aten::copy_", t0 + 104, wait_us + 10),
+                       x("cuda_runtime", "cudaMemcpy", t0 + 110, wait_us,
+                         correlation=corr + 1)]  # fmt: skip
+        events += [x("cuda_runtime", "cudaLaunchKernel", done + then_us - 10, 5,
+                     correlation=corr + 3),
+                   x("kernel", "relu_kernel", done + then_us, 2000, stream=STREAM,
+                     correlation=corr + 3)]  # fmt: skip
+        corr += 10
+    return events
+
+
+@pytest.mark.parametrize("how, op", [("item", "aten::item"), ("cpu", "aten::to")])
+def test_a_tiny_blocking_copy_is_named_by_the_hosts_wait(tmp_path, how, op):
+    """The copy takes 2 µs on the device; the host waits 5.89 ms for it (58.9 % of the
+    step), and the device then idles 0.1 ms until the next launch (1 % of the step: not
+    enough for synchronize_in_step, 5 %)."""
+    found, _ = findings(write(tmp_path, blocking_copy_steps(how, then_us=100)))
+    f = found["sync_copy"]
+    assert f["value"] == pytest.approx(58.9)
+    assert f["evidence"]["host_blocked_ms_per_step"] == pytest.approx(5.89)
+    assert f["evidence"]["copy_us_median"] == pytest.approx(2.0)
+    assert f["evidence"]["called_from"] == {op: {"calls": STEPS, "host_wait_ms": 35.34}}  # 6 x 5.89
+    assert f["evidence"]["device_idle_after_ms_per_step"] == pytest.approx(0.1)
+    assert f["gain_ms_per_step"] == pytest.approx(0.102)  # the copy (2 µs) and the idle after
+    assert f["steps"] == list(range(STEPS))
+    assert op in f["summary"] and "5.9 ms" in f["summary"]
+    assert "synchronize_in_step" not in found
+
+
+def test_an_item_synchronize_in_step_named_is_not_named_twice(tmp_path):
+    """With 0.5 ms of device idle after each ``.item()`` (5 % of the step) synchronize_in_step
+    names its stream sync; sync_copy does not name the same wait again."""
+    found, _ = findings(write(tmp_path, blocking_copy_steps("item", then_us=500)))
+    assert found["synchronize_in_step"]["gain_ms_per_step"] == pytest.approx(0.5)
+    assert "sync_copy" not in found
+
+
+def test_a_synchronous_cudamemcpy_is_named_whatever_follows(tmp_path):
+    """A ``cudaMemcpy`` is no sync synchronize_in_step knows: sync_copy names it, with the
+    0.5 ms the device then idles."""
+    found, _ = findings(write(tmp_path, blocking_copy_steps("cpu", then_us=500)))
+    f = found["sync_copy"]
+    assert f["evidence"]["waited_in"] == ["cudaMemcpy"]
+    assert f["gain_ms_per_step"] == pytest.approx(0.502)
+
+
+def test_a_short_wait_for_a_copy_is_no_finding(tmp_path):
+    """The same copies with a 30 µs wait: 0.3 % of the step, under the 2 % threshold."""
+    found, _ = findings(write(tmp_path, blocking_copy_steps("cpu", wait_us=30)))
+    assert "sync_copy" not in found
