@@ -196,3 +196,50 @@ def test_a_short_wait_for_a_copy_is_no_finding(tmp_path):
     """The same copies with a 30 µs wait: 0.3 % of the step, under the 2 % threshold."""
     found, _ = findings(write(tmp_path, blocking_copy_steps("cpu", wait_us=30)))
     assert "sync_copy" not in found
+
+
+# --- device runs whose device events are missing are not "CPU-only" ----------------------
+
+A100 = [{"id": i, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0}
+        for i in range(8)]  # fmt: skip
+
+
+def tiny_op_steps(calls: bool = False) -> list[dict]:
+    """Six 2 ms steps of 200 ``aten::add_`` of 5 µs each on the host (a loop of tiny ops, 50 %
+    of the step); with ``calls``, each op launches its kernel (``cudaLaunchKernel``), and
+    the kernels were not recorded (CUPTI's counter profiling keeps no kernel events)."""
+    events = []
+    for k in range(STEPS):
+        t0 = k * 2000
+        events.append(x("user_annotation", f"ProfilerStep#{k}", t0, 2000))
+        for i in range(200):
+            events.append(x("cpu_op", "aten::add_", t0 + 5 + i * 9, 5))
+            if calls:
+                events.append(x("cuda_runtime", "cudaLaunchKernel", t0 + 6 + i * 9, 2,
+                                correlation=k * 1000 + i))  # fmt: skip
+    return events
+
+
+def test_a_cpu_run_gets_cpu_advice(tmp_path):
+    found, coverage = findings(write(tmp_path, tiny_op_steps()))
+    assert found["launch_bound"]["evidence"]["tiny_ops_per_step"] == 200
+    assert "(a CPU-only run)" in coverage["short_kernels"]
+
+
+@pytest.mark.parametrize(
+    "meta, calls, named",
+    [
+        ({"deviceProperties": A100}, False, "its metadata lists NVIDIA A100-SXM4-80GB"),
+        ({"distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}}, False,
+         "its collectives' backend is nccl"),
+        ({}, True, "its host recorded 1200 device calls: cudaLaunchKernel"),
+    ],
+)  # fmt: skip
+def test_a_device_run_without_device_events_is_not_called_cpu_only(tmp_path, meta, calls,
+                                                                   named):  # fmt: skip
+    found, coverage = findings(write(tmp_path, tiny_op_steps(calls), **meta))
+    assert "launch_bound" not in found  # no "vectorise the loop, foreach=True on the CPU"
+    for kind in ("launch_bound", "short_kernels", "synchronize_in_step", "allocator_churn"):
+        assert coverage[kind].startswith("could not run: the run used a device (")
+        assert named in coverage[kind]
+        assert "CPU-only" not in coverage[kind]

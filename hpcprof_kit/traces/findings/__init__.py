@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
 from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
-from hpcprof_kit.traces.findings.base import RULES, Rule, needs_met, stepped
+from hpcprof_kit.traces.findings.base import RULES, Rule, device_use, needs_met, stepped
 from hpcprof_kit.traces.findings.ranks import world_size
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,6 +111,11 @@ def find(view: RunView) -> Findings:
             "the trace has no ProfilerStep steps: the rules that need no steps ran over the "
             "whole trace; the step rules could not run"
         )
+    used = device_use(view)
+    if used:
+        out.notes.append(f"the trace holds no device events, but the run used a device "
+                         f"({'; '.join(used)}): its device events are missing; the device "
+                         "rules could not run, and no CPU advice is given")  # fmt: skip
     for rank, step in sorted(view.truncated):
         out.notes.append(
             f"rank {rank}'s last step ({step}) is cut short by the end of the recording: set aside"

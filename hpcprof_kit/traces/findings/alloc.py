@@ -10,7 +10,7 @@ pages fault in again (seen in the ``[memory]`` events of ``profile_memory=True``
 
 from __future__ import annotations
 
-from hpcprof_kit.traces.findings.base import finding, lacks, rule, share_rule
+from hpcprof_kit.traces.findings.base import device_events_missing, finding, lacks, rule, share_rule
 from hpcprof_kit.traces.view.host_signals import CHURN_BYTES
 from hpcprof_kit.traces.view.run_view import RunView
 
@@ -39,6 +39,7 @@ CPU_CHURN_ADVICE = (
 )
 def allocator_churn(view: RunView) -> list[dict]:
     why = lacks(view, "alloc_ns" if view.on_device else "churn_ns")
+    why = why or device_events_missing(view)  # no CPU advice to a device run
     if why is None and not view.on_device and view.per_step("memory_events").sum() == 0:
         why = ("could not run: a CPU-only run shows its allocations only in [memory] events, "
                "and this trace has none; record them with profile_memory=True (the kit's "

@@ -69,6 +69,9 @@ def needs_met(r: Rule, view: RunView) -> str | None:
                 have = f"{view.n_steps} whole step" + ("s" if view.n_steps != 1 else "")
                 return f"too few steps to say ({have}, {least} needed)"
         if need == "device" and not view.on_device:
+            missing = device_events_missing(view)
+            if missing is not None:
+                return missing
             why = "not applicable: the trace has no device events (a CPU-only run)"
             return f"{why}: {r.no_device}" if r.no_device else why
         if need == "ranks" and view.b["rank"].nunique() < 2:
@@ -76,6 +79,54 @@ def needs_met(r: Rule, view: RunView) -> str | None:
         if need.startswith("sig:") and need[4:] not in view.sig.columns:
             return f"could not run: the run's signals lack {need[4:]!r} (made by an older kit)"
     return None
+
+
+# collective backends that run on a device: NCCL, RCCL, oneCCL on XPU (xccl), Habana's hccl
+DEVICE_BACKENDS = ("nccl", "rccl", "xccl", "hccl")
+# host events that only a run on a device records: its runtime's calls (CUDA, HIP, MTIA,
+# Unified Runtime, Level Zero), NCCL's process-group ops, CUPTI's range profiler
+DEVICE_HOST_EVENTS = (r"^(?:cuda|cu|hip|ur|ze)[A-Z]\w+$|^nccl:|^runFunction - "
+                      r"|^cuda_profiler_range|^MTIA|^mtia")  # fmt: skip
+
+
+def device_use(view: RunView) -> list[str]:
+    """On a run without device events, what says it still ran on a device: its metadata
+    lists devices, its collectives' backend runs on one, its host called a device's
+    runtime (a phrase each); empty for a CPU-only run or a run with device events."""
+    if view.on_device:
+        return []
+    seen = []
+    devices = sorted({str(p.get("name", "")) for m in view.meta.values()
+                      for p in (m.get("device_properties") or []) if isinstance(p, dict)} - {""})  # fmt: skip
+    if devices:
+        seen.append(f"its metadata lists {', '.join(devices)}")
+    backends = sorted({str(m.get("backend") or "").lower() for m in view.meta.values()})
+    used = [b for b in backends if any(d in b for d in DEVICE_BACKENDS)]
+    if used:
+        seen.append(f"its collectives' backend is {', '.join(used)}")
+    if view.df is not None:
+        from hpcprof_kit.traces.analyses.breakdown import text_test
+
+        names = view.df["name"]
+        calls = text_test(names, lambda s: s.str.contains(DEVICE_HOST_EVENTS, regex=True))
+        if calls.any():
+            first = sorted(set(names[calls].astype(str)))[:3]
+            seen.append(f"its host recorded {int(calls.sum())} device calls: {', '.join(first)}")
+    return seen
+
+
+def device_events_missing(view: RunView) -> str | None:
+    """Why a device rule, or a CPU twin of one, does not run on a trace that lost its
+    device events (CUPTI's counter profiling, a device the profiler does not trace, a
+    recording without the device's activity): the host's own signals would give CPU advice
+    to a device run. None for a CPU-only run (:func:`device_use`)."""
+    seen = device_use(view)
+    if not seen:
+        return None
+    return (f"could not run: the run used a device ({'; '.join(seen)}), but the trace holds "
+            "no device events (kernels, copies): they are missing, not absent; record them "
+            "with the device's activity (ProfilerActivity.CUDA, or XPU, MTIA) and without "
+            "CUPTI's counter profiling")  # fmt: skip
 
 
 def lacks(view: RunView, *columns: str) -> str | None:

@@ -14,6 +14,7 @@ import numpy as np
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
 from hpcprof_kit.traces.findings.base import (
     RULES,
+    device_events_missing,
     finding,
     lacks,
     pct,
@@ -254,7 +255,9 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
 @rule(
     "launch_bound",
     definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
-    "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall. "
+    "0.5 ms in which none of the device's streams ran: collectives and copies keep it busy): "
+    "kernels paced by their launches, not their work; by time, median % of wall, never more "
+    "than the step's device idle. "
     "On a CPU-only run, where the ops are the work: the host time in outermost aten ops "
     "whose median call is under 25 µs (their dispatch, not their arithmetic) and the Python "
     "between them",
@@ -270,6 +273,7 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
 )
 def launch_bound(view: RunView) -> list[dict]:
     why = lacks(view, "launch_idle_ns" if view.on_device else "tiny_op_ns")
+    why = why or device_events_missing(view)  # no CPU advice to a device run
     if why is not None:
         view.coverage["launch_bound"] = why
         return []
