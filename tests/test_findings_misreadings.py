@@ -243,3 +243,62 @@ def test_a_device_run_without_device_events_is_not_called_cpu_only(tmp_path, met
         assert coverage[kind].startswith("could not run: the run used a device (")
         assert named in coverage[kind]
         assert "CPU-only" not in coverage[kind]
+
+
+# --- the collective read: all-to-all is not all-reduce; sizes wherever the trace holds them -
+
+NCCL_KERNEL = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+A2A_ELEMS, AR_ELEMS = 8 << 20, 65536  # floats: 32 MiB and 256 KiB
+
+
+def exposed_collective_steps() -> list[dict]:
+    """Four 10 ms steps of rank 0 of 8 on A100s: a 4.4 ms compute kernel, then, with
+    nothing to hide them, a 3 ms all-to-all of 32 MiB (``record_param_comms`` says its
+    size, as TorchRec's input dist writes it) and a 1 ms all-reduce of 256 KiB (the
+    ``nccl:all_reduce`` op's ``Input Dims``, as older traces write it). NCCL runs both as
+    ``SendRecv`` kernels: only the launching host op says which collective each is."""
+    events = []
+    for k in range(4):
+        t0, c = k * 10_000, 1000 * k
+        events += [
+            x("user_annotation", f"ProfilerStep#{k}", t0, 10_000),
+            x("cuda_runtime", "cudaLaunchKernel", t0 + 10, 5, correlation=c + 1),
+            x("kernel", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", t0 + 100, 4400,
+              stream=STREAM, correlation=c + 1),
+            x("cpu_op", "record_param_comms", t0 + 30, 40, **{
+                "Collective name": "all_to_all", "In msg nelems": A2A_ELEMS, "dtype": "Float",
+                "Group size": 8}),
+            x("user_annotation", "nccl:all_to_all", t0 + 40, 20),
+            x("cuda_runtime", "cudaLaunchKernel", t0 + 50, 5, correlation=c + 2),
+            x("kernel", NCCL_KERNEL, t0 + 4500, 3000, stream=COMM_STREAM, correlation=c + 2),
+            x("user_annotation", "nccl:all_reduce", t0 + 75, 15,
+              **{"Input Dims": [[AR_ELEMS]], "Input type": ["float"]}),
+            x("cuda_runtime", "cudaLaunchKernel", t0 + 80, 5, correlation=c + 3),
+            x("kernel", NCCL_KERNEL, t0 + 7500, 1000, stream=COMM_STREAM, correlation=c + 3),
+        ]  # fmt: skip
+    return events
+
+
+def test_exposed_all_to_all_gets_all_to_all_advice(tmp_path):
+    meta = {"deviceProperties": A100,
+            "distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"}}  # fmt: skip
+    found, _ = findings(write(tmp_path, exposed_collective_steps(), **meta))
+    f = found["exposed_communication"]
+    assert f["value"] == pytest.approx(40.0)
+    assert f["evidence"]["exposed_ms_per_step_by_collective"] == {"alltoall": 3.0,
+                                                                  "allreduce": 1.0}  # fmt: skip
+    assert f["advice"].startswith("Mostly alltoall (3.0 ms a rank and step")
+    assert "TrainPipelineSparseDist" in f["advice"] and "bucket_cap_mb" not in f["advice"]
+
+
+def test_message_sizes_are_read_from_the_host_ops_so_bus_bandwidth_is_measured(tmp_path):
+    """The 32 MiB all-to-all in 3 ms moves 7/8 of its bytes over each rank's link: 9.8 GB/s
+    of bus bandwidth, 4.3 % of the 230 GB/s A100s' links give nccl-tests."""
+    meta = {"deviceProperties": A100,
+            "distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"}}  # fmt: skip
+    found, coverage = findings(write(tmp_path, exposed_collective_steps(), **meta))
+    assert "small_collectives" not in coverage  # it ran: one small all-reduce a step, under 20
+    f = found["low_bus_bandwidth"]
+    busbw = A2A_ELEMS * 4 * 7 / 8 / 3e6  # bytes per ns: GB/s
+    assert f["evidence"]["bus_bandwidth_gbps"] == pytest.approx(busbw, abs=0.01)
+    assert f["value"] == pytest.approx(100 * busbw / 230, abs=1e-3)
