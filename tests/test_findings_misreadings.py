@@ -302,3 +302,43 @@ def test_message_sizes_are_read_from_the_host_ops_so_bus_bandwidth_is_measured(t
     busbw = A2A_ELEMS * 4 * 7 / 8 / 3e6  # bytes per ns: GB/s
     assert f["evidence"]["bus_bandwidth_gbps"] == pytest.approx(busbw, abs=0.01)
     assert f["value"] == pytest.approx(100 * busbw / 230, abs=1e-3)
+
+
+# --- no_tensor_cores: the advice follows the GPU's generation; the fp32 share counted whole -
+
+DGRAD = "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int, int, float const*, int, float const*, int, float*)"
+
+
+def fp32_gemm_steps() -> list[dict]:
+    """Four 10 ms steps: a 4 ms ``volta_sgemm`` and a 1 ms cuDNN ``dgrad_engine<float, ...>``
+    (fp32 by its template, though no kernel-name pattern says so): 5 ms of GEMMs, all fp32."""
+    events = []
+    for k in range(4):
+        t0, c = k * 10_000, 100 * k
+        events += [x("user_annotation", f"ProfilerStep#{k}", t0, 10_000),
+                   x("cuda_runtime", "cudaLaunchKernel", t0 + 10, 5, correlation=c + 1),
+                   x("kernel", "volta_sgemm_128x64_nn", t0 + 100, 4000, stream=STREAM,
+                     correlation=c + 1),
+                   x("cuda_runtime", "cudaLaunchKernel", t0 + 20, 5, correlation=c + 2),
+                   x("kernel", DGRAD, t0 + 4200, 1000, stream=STREAM, correlation=c + 2)]  # fmt: skip
+    return events
+
+
+V100 = [{"id": 0, "name": "Tesla V100-SXM2-32GB", "computeMajor": 7, "computeMinor": 0}]
+
+
+def test_on_volta_the_advice_is_fp16_autocast_with_gradscaler_not_tf32(tmp_path):
+    found, _ = findings(write(tmp_path, fp32_gemm_steps(), deviceProperties=V100))
+    f = found["no_tensor_cores"]
+    assert f["value"] == pytest.approx(100.0)  # 5 of 5 ms, not the 4 the names say
+    assert f["evidence"]["fp32_gemm_ms_per_step"] == pytest.approx(5.0)
+    assert f["gain_ms_per_step"] == pytest.approx(2.5)
+    assert "GradScaler" in f["advice"] and "float16" in f["advice"]
+    assert "allow_tf32" not in f["advice"] and "bfloat16" not in f["advice"]
+
+
+def test_from_ampere_on_the_advice_is_tf32_and_bf16(tmp_path):
+    found, _ = findings(write(tmp_path, fp32_gemm_steps(), deviceProperties=A100))
+    f = found["no_tensor_cores"]
+    assert f["evidence"]["generation"] == "bf16 and tf32"
+    assert "allow_tf32" in f["advice"] and "bfloat16" in f["advice"]
