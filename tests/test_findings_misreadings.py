@@ -342,3 +342,43 @@ def test_from_ampere_on_the_advice_is_tf32_and_bf16(tmp_path):
     f = found["no_tensor_cores"]
     assert f["evidence"]["generation"] == "bf16 and tf32"
     assert "allow_tf32" in f["advice"] and "bfloat16" in f["advice"]
+
+
+# --- start-up set apart on a trace without steps -------------------------------------------
+
+
+def unstepped_run(kernel_us: float) -> list[dict]:
+    """No ProfilerStep: the runtime's first ``cudaFree`` holds the host 3 s, a ``cudaMalloc``
+    0.1 s, then 100 kernels of ``kernel_us`` run one every 10 ms (1 s of steady state)."""
+    events = [x("cuda_runtime", "cudaFree", 0, 3_000_000),
+              x("cuda_runtime", "cudaMalloc", 3_000_000, 100_000)]  # fmt: skip
+    for i in range(100):
+        at = 3_100_000 + i * 10_000
+        events += [x("cuda_runtime", "cudaLaunchKernel", at - 100, 5, correlation=i + 1),
+                   x("kernel", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", at, kernel_us,
+                     stream=STREAM, correlation=i + 1)]  # fmt: skip
+    return events
+
+
+def test_start_up_is_no_step_idle_nor_allocator_churn(tmp_path):
+    """The steady state idles 5 % (0.5 ms of each 10): under the 10 % threshold. Read as one
+    step, the 3.1 s of start-up made it 77 % idle and 76 % allocator churn, "a step"."""
+    found, _ = findings(write(tmp_path, unstepped_run(9_500)))
+    assert "device_idle_host_bound" not in found
+    assert "allocator_churn" not in found
+    assert not any("gain_ms_per_step" in f for f in found.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        notes = find(RunView.of(traces.load(tmp_path / "trace-0-of-1.json", cache=False))).notes
+    assert any(n.startswith("start-up, 3100.0 ms from the trace's start") for n in notes)
+
+
+def test_the_steady_states_idle_is_named_without_a_gain_per_step(tmp_path):
+    """Kernels of 5 ms every 10: the steady state idles 50 % (the last kernel's end closes
+    the trace: 99 gaps of 5 ms in 995 ms)."""
+    found, _ = findings(write(tmp_path, unstepped_run(5_000)))
+    f = found["device_idle_host_bound"]
+    assert f["value"] == pytest.approx(100 * 99 * 5 / 995, abs=1e-3)
+    assert "of the trace after start-up" in f["summary"] and "3100.0 ms" in f["summary"]
+    assert f["evidence"]["longest_startup_call"] == {0: {"name": "cudaFree", "ms": 3000.0}}
+    assert "gain_ms_per_step" not in f and "schedule(wait=1, warmup=1, active=3)" in f["advice"]

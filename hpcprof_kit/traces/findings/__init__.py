@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
+from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks, startup  # noqa: F401 (they register)
 from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
 from hpcprof_kit.traces.findings.base import RULES, Rule, device_use, needs_met, stepped
 from hpcprof_kit.traces.findings.ranks import world_size
@@ -132,6 +132,16 @@ def find(view: RunView) -> Findings:
     for f in idle:
         f["evidence"]["explained_by"] = causes
     found = [f for k in FINDING_KINDS for f in view.found.get(k, [])]
+    if not view.stepped:  # one pseudo step, start-up and all: no gain is per step
+        for f in found:
+            if "gain_ms_per_step" in f:
+                f["evidence"]["gain_ms_over_the_trace"] = f.pop("gain_ms_per_step")
+        spans = startup.startup(view)
+        if spans is not None and len(spans):
+            ms = float((spans["steady_ns"] - spans["start_ns"]).max()) / 1e6
+            out.notes.append(f"start-up, {ms:.1f} ms from the trace's start to the first device "
+                             "event, is set apart from the steady state; "
+                             f"{startup.WARMUP_ADVICE}")  # fmt: skip
     out.extend(found)
     return out
 

@@ -22,6 +22,7 @@ from hpcprof_kit.traces.findings.base import (
     rule,
     share_rule,
 )
+from hpcprof_kit.traces.findings.startup import WARMUP_ADVICE, startup, steady_device_idle
 from hpcprof_kit.traces.view.run_view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +48,9 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
     b = view.rows[view.rows["kind"] == "device"]
     if b.empty:
         return []
+    spans = startup(view)
+    if spans is not None:
+        return _idle_after_startup(view, spans)
     wall = b["wall_ns"].to_numpy(dtype=float)
     share = pct(b["host_ns"].to_numpy(dtype=float) + b["idle_ns"].to_numpy(dtype=float), wall)
     per = b.assign(share=share).groupby("rank")["share"].median()
@@ -69,6 +73,40 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
             f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
             f"{value:.1f} % of the step while the host works or waits",
             evidence, gain_ms=value / 100 * view.wall_ms(),
+        )
+    ]  # fmt: skip
+
+
+def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
+    """On a trace without steps: the device's idle share of the steady state, start-up (to
+    the first device event) set apart and named; no gain per step."""
+    per = steady_device_idle(view, spans)
+    hot = per[per >= RULES["device_idle_host_bound"].threshold]
+    if hot.empty:
+        return []
+    value = float(hot.max())
+    mine = spans.loc[hot.index]
+    evidence = {
+        "device_idle_share_pct_by_rank": {int(r): round(float(v), 2) for r, v in hot.items()},
+        "startup_ms_by_rank": {
+            int(r): round((int(x["steady_ns"]) - int(x["start_ns"])) / 1e6, 3)
+            for r, x in mine.iterrows()
+        },  # fmt: skip
+        "longest_startup_call": {
+            int(r): {"name": x["longest_call"], "ms": round(int(x["longest_call_ns"]) / 1e6, 3)}
+            for r, x in mine.iterrows()
+            if x["longest_call"]
+        },  # fmt: skip
+    }
+    startup_ms = max(evidence["startup_ms_by_rank"].values())
+    return [
+        finding(
+            "device_idle_host_bound", hot.index, [], value,
+            f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
+            f"{value:.1f} % of the trace after start-up, while the host works or waits (the "
+            f"trace has no steps; its start-up, {startup_ms:.1f} ms to the first device event, "
+            "is set apart)",
+            evidence, advice=f"{RULES['device_idle_host_bound'].advice} {WARMUP_ADVICE}",
         )
     ]  # fmt: skip
 
