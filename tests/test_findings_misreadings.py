@@ -382,3 +382,36 @@ def test_the_steady_states_idle_is_named_without_a_gain_per_step(tmp_path):
     assert "of the trace after start-up" in f["summary"] and "3100.0 ms" in f["summary"]
     assert f["evidence"]["longest_startup_call"] == {0: {"name": "cudaFree", "ms": 3000.0}}
     assert "gain_ms_per_step" not in f and "schedule(wait=1, warmup=1, active=3)" in f["advice"]
+
+
+# --- a cut last step set aside in a two-step trace -----------------------------------------
+
+
+def two_steps(last_us: float) -> list[dict]:
+    """Step 1: 10 ms, a 9.5 ms kernel (the device idles 5 %); step 2: ``last_us`` with no
+    device work, the recording's end cutting it."""
+    return [x("user_annotation", "ProfilerStep#1", 0, 10_000),
+            x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+            x("kernel", "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", 100, 9_500,
+              stream=STREAM, correlation=1),
+            x("user_annotation", "ProfilerStep#2", 10_000, last_us),
+            x("cpu_op", "aten::empty", 10_001, last_us - 2)]  # fmt: skip
+
+
+def test_a_cut_last_step_of_two_is_set_aside(tmp_path):
+    """A 49 µs second step after a 10 ms first: cut, not a step. Counted, the device was idle
+    52.5 % of the median step; set aside, 5 %: no finding."""
+    path = write(tmp_path, two_steps(49))
+    found, _ = findings(path)
+    assert "device_idle_host_bound" not in found
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        notes = find(RunView.of(traces.load(path, cache=False))).notes
+    assert "rank 0's last step (2) is cut short by the end of the recording: set aside" in notes
+
+
+def test_a_second_step_shorter_than_a_warm_up_step_stays(tmp_path):
+    """A 4 ms second step after a 10 ms first may be the steady state after a warm-up: kept
+    (its 100 % idle then counts in the median with the first's 5 %)."""
+    found, _ = findings(write(tmp_path, two_steps(4_000)))
+    assert found["device_idle_host_bound"]["value"] == pytest.approx((5 + 100) / 2)

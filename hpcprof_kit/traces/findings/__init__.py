@@ -35,10 +35,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks, startup  # noqa: F401 (they register)
+from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks  # noqa: F401 (they register)
 from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
 from hpcprof_kit.traces.findings.base import RULES, Rule, device_use, needs_met, stepped
+from hpcprof_kit.traces.findings.cut_steps import without_cut_steps
 from hpcprof_kit.traces.findings.ranks import world_size
+from hpcprof_kit.traces.findings.startup import WARMUP_ADVICE, startup
 
 if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.traces.view.run_view import RunView
@@ -100,6 +102,7 @@ def find(view: RunView) -> Findings:
     >>> from hpcprof_kit.traces.view.run_view import RunView                # doctest: +SKIP
     >>> [f["kind"] for f in find(RunView.of(traces.load("runs/x/traces")))]  # doctest: +SKIP
     """
+    view = without_cut_steps(view)
     b = view.b
     out = Findings()
     out.coverage, out.notes = view.coverage, []
@@ -136,12 +139,12 @@ def find(view: RunView) -> Findings:
         for f in found:
             if "gain_ms_per_step" in f:
                 f["evidence"]["gain_ms_over_the_trace"] = f.pop("gain_ms_per_step")
-        spans = startup.startup(view)
+        spans = startup(view)
         if spans is not None and len(spans):
             ms = float((spans["steady_ns"] - spans["start_ns"]).max()) / 1e6
             out.notes.append(f"start-up, {ms:.1f} ms from the trace's start to the first device "
                              "event, is set apart from the steady state; "
-                             f"{startup.WARMUP_ADVICE}")  # fmt: skip
+                             f"{WARMUP_ADVICE}")  # fmt: skip
     out.extend(found)
     return out
 
