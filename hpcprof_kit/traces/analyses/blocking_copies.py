@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-from hpcprof_kit.traces.analyses.launch_pacing import BUSY_TRACKS
+from hpcprof_kit.traces.analyses.launch_pacing import BUSY_TRACKS, launches_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -73,8 +73,7 @@ def blocking_copies(df: pd.DataFrame) -> pd.DataFrame:
     name = df["name"].astype(str).to_numpy()
     host = device < 0
     runtime = np.flatnonzero(text_test(track, lambda s: s == "runtime") & host)
-    launch_of = {(int(rank[i]), int(corr[i])): int(i) for i in runtime if corr[i] >= 0}
-    wanted = [launch_of.get((int(rank[c]), int(corr[c])), -1) for c in copies]
+    wanted = launches_of(copies, runtime, rank, corr).tolist()
     if max(wanted) < 0:
         return pd.DataFrame(columns=COLUMNS)
     tid = df["tid"].astype(str).to_numpy()
@@ -103,14 +102,23 @@ def blocking_copies(df: pd.DataFrame) -> pd.DataFrame:
 
 def _by_thread(rows: np.ndarray, rank: np.ndarray, tid: np.ndarray | None,
                ts: np.ndarray) -> dict:  # fmt: skip
-    """``rows`` by (rank, thread), or by rank when ``tid`` is None, each in start order."""
-    rows = rows[np.argsort(ts[rows], kind="stable")]
-    keys = rank[rows].tolist() if tid is None else list(zip(rank[rows].tolist(),
-                                                           tid[rows].tolist(), strict=True))  # fmt: skip
-    out: dict = {}
-    for key, row in zip(keys, rows.tolist(), strict=True):
-        out.setdefault(key, []).append(row)
-    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    """``rows`` by (rank, thread), or by rank when ``tid`` is None, each in start order: one
+    sort and one split, not a pass per group."""
+    if not rows.size:
+        return {}
+    if tid is None:
+        keys = rank[rows]
+    else:  # (rank, thread) as one number: the thread's code among the rows' threads
+        _, code = np.unique(tid[rows], return_inverse=True)
+        keys = rank[rows] * (int(code.max()) + 1) + code
+    order = np.lexsort((ts[rows], keys))
+    rows, keys = rows[order], keys[order]
+    cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    out = {}
+    for part in np.split(rows, cut):
+        first = int(part[0])
+        out[int(rank[first]) if tid is None else (int(rank[first]), str(tid[first]))] = part
+    return out
 
 
 def _held_by(launch: int, copy: int, waits: np.ndarray, ts, end) -> int | None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from hpcprof_kit.traces.analyses import intervals as iv
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+from hpcprof_kit.traces.analyses.launch_pacing import launches_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -74,14 +75,17 @@ def collective_kernels(table: pd.DataFrame) -> pd.DataFrame:
     tid = df["tid"].astype(str).to_numpy()
     host = device < 0
     runtime = np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & host)
-    launch_of = {(int(rank[i]), int(corr[i])): int(i) for i in runtime if corr[i] >= 0}
+    launch = launches_of(kernels, runtime, rank, corr)
     ops = np.flatnonzero(host & text_test(df["name"], lambda s: s.str.contains(HOST_COLLECTIVE)))
     sized = _sizes(table) if len(ops) or kernels.size else {}
+    threads: dict[tuple[int, str], list[int]] = {}
+    for o in ops.tolist():
+        threads.setdefault((int(rank[o]), str(tid[o])), []).append(o)
+    by_thread = {key: np.asarray(rows, dtype=np.int64) for key, rows in threads.items()}
     out = []
-    for k in kernels:
-        launch = launch_of.get((int(rank[k]), int(corr[k])), -1)
-        around = ops[(rank[ops] == rank[k]) & (tid[ops] == tid[launch]) & (ts[ops] <= ts[launch])
-                     & (end[ops] >= end[launch])] if launch >= 0 else ops[:0]  # fmt: skip
+    for k, at in zip(kernels.tolist(), launch.tolist(), strict=True):
+        mine = by_thread.get((int(rank[k]), str(tid[at])), ops[:0]) if at >= 0 else ops[:0]
+        around = mine[(ts[mine] <= ts[at]) & (end[mine] >= end[at])]
         around = around[np.argsort(end[around] - ts[around])]  # innermost first
         label = next((c for c in (sized.get(int(o), ("", -1))[0] or collective_of(name[o])
                                   for o in around) if c), "") or collective_of(name[k])  # fmt: skip
@@ -117,12 +121,15 @@ def _sizes(df: pd.DataFrame) -> dict[int, tuple[str, int]]:
 
 def _exposed(df, frame, rank, ts, end, device) -> np.ndarray:
     """Each collective kernel's time that no compute kernel of its rank overlapped."""
-    compute = text_test(df["track"], lambda s: s == "gpu") & (device >= 0)
+    compute = np.flatnonzero(text_test(df["track"], lambda s: s == "gpu") & (device >= 0))
+    compute = compute[np.argsort(rank[compute], kind="stable")]  # by rank: one sort, no mask
+    ranks = rank[compute]
     out = np.zeros(len(frame), dtype=np.int64)
-    for r in np.unique(frame["rank"].to_numpy()):
-        mine = frame["rank"].to_numpy() == r
-        busy = compute & (rank == r)
-        s, e = iv.union(ts[busy], end[busy])
+    mine_rank = frame["rank"].to_numpy(dtype=np.int64)
+    for r in np.unique(mine_rank):
+        mine = mine_rank == r
+        rows = compute[np.searchsorted(ranks, r) : np.searchsorted(ranks, r, side="right")]
+        s, e = iv.union(ts[rows], end[rows])
         lo = frame["ts_ns"].to_numpy(dtype=np.int64)[mine]
         hi = lo + frame["dur_ns"].to_numpy(dtype=np.int64)[mine]
         out[mine] = (hi - lo) - iv.measure_each(s, e, lo, hi)

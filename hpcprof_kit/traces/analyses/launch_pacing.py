@@ -73,3 +73,26 @@ def launch_gaps(df: pd.DataFrame) -> pd.DataFrame:
                           "launch_idle_ns": gap[paced], "tiny_kernels": 1})  # fmt: skip
     out = frame.groupby(["rank", "step"], as_index=False)[["launch_idle_ns", "tiny_kernels"]]
     return out.sum()[COLUMNS]
+
+
+def launches_of(wanted: np.ndarray, calls: np.ndarray, rank: np.ndarray,
+                corr: np.ndarray) -> np.ndarray:  # fmt: skip
+    """For each row of ``wanted`` (device events), the row among ``calls`` (runtime calls)
+    with its rank and correlation id, -1 where none: one sort, no dict of every call.
+
+    >>> launches_of(np.array([2, 3]), np.array([0, 1]), np.array([0, 0, 0, 0]),
+    ...             np.array([7, 8, 8, 9])).tolist()
+    [1, -1]
+    """
+    calls = calls[corr[calls] >= 0]
+    out = np.full(wanted.size, -1, dtype=np.int64)
+    if not calls.size or not wanted.size:
+        return out
+    key = (rank[calls] << 40) | corr[calls]
+    order = np.argsort(key, kind="stable")
+    key, calls = key[order], calls[order]
+    want = (rank[wanted] << 40) | corr[wanted]
+    at = np.minimum(np.searchsorted(key, want), key.size - 1)
+    hit = (key[at] == want) & (corr[wanted] >= 0)
+    out[hit] = calls[at[hit]]
+    return out
