@@ -54,12 +54,14 @@ def collective_of(name: str) -> str:
     return ""
 
 
-def collective_kernels(table: pd.DataFrame) -> pd.DataFrame:
+def collective_kernels(table: pd.DataFrame, sizes: bool = True) -> pd.DataFrame:
     """One row per collective kernel on a device: its rank and step, the collective
     (``collective``: from the host op that launched it, else the kernel's name), its
     message bytes (``bytes``, -1 when the trace holds none), start, duration and the part
     of it no compute kernel of its rank overlapped (``exposed_ns``). ``table`` as
-    ``load`` gave it: its metadata names the files the sizes are read from."""
+    ``load`` gave it: its metadata names the files the sizes are read from; without
+    ``sizes`` they are not read (every ``bytes`` -1) and the collectives are named by the
+    host ops' and kernels' names alone."""
     import pandas as pd
 
     df = bare(table)
@@ -77,7 +79,7 @@ def collective_kernels(table: pd.DataFrame) -> pd.DataFrame:
     runtime = np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & host)
     launch = launches_of(kernels, runtime, rank, corr)
     ops = np.flatnonzero(host & text_test(df["name"], lambda s: s.str.contains(HOST_COLLECTIVE)))
-    sized = _sizes(table) if len(ops) or kernels.size else {}
+    sized = _sizes(table) if sizes else {}
     threads: dict[tuple[int, str], list[int]] = {}
     for o in ops.tolist():
         threads.setdefault((int(rank[o]), str(tid[o])), []).append(o)

@@ -43,17 +43,19 @@ COLLECTIVE_ADVICE = {
 }
 
 
-def collective_kernels_of(view: RunView):
+def collective_kernels_of(view: RunView, sizes: bool = False):
     """:func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels` of the run, made once
-    per view; None without events (a report of per-rank summaries)."""
+    per view (with ``sizes``: their message sizes read from the trace files too); None
+    without events (a report of per-rank summaries)."""
     if view.df is None:
         return None
-    if "_collective_kernels" not in view.__dict__:  # kept beside the view's cached parts
+    key = "_collective_kernels_sized" if sizes else "_collective_kernels"
+    if key not in view.__dict__:  # kept beside the view's cached parts
         from hpcprof_kit.traces.analyses.collectives import collective_kernels
 
         table = view.table if view.table is not None else view.df
-        view.__dict__["_collective_kernels"] = collective_kernels(table)
-    return view.__dict__["_collective_kernels"]
+        view.__dict__[key] = collective_kernels(table, sizes=sizes)
+    return view.__dict__[key]
 
 
 def sizes_per_step(view: RunView) -> Callable[[str], pd.Series]:
@@ -61,8 +63,10 @@ def sizes_per_step(view: RunView) -> Callable[[str], pd.Series]:
     ``small_coll_ns``, ``big_coll_busbytes``, ``big_coll_ns``): the run's signals, or, when
     they hold no message size and the events are at hand, the sizes read wherever the trace
     holds them (the launching ``nccl:*`` op, ``record_param_comms``, the kernel)."""
-    kernels = collective_kernels_of(view)
-    if view.per_step("sized_colls").any() or kernels is None or not (kernels["bytes"] >= 0).any():
+    if view.per_step("sized_colls").any() or not view.per_step("colls").any():
+        return view.per_step
+    kernels = collective_kernels_of(view, sizes=True)
+    if kernels is None or not (kernels["bytes"] >= 0).any():
         return view.per_step
     import pandas as pd
 
