@@ -99,6 +99,8 @@ def precision_generation(props: list[dict]) -> str:
     'fp16 only'
     >>> precision_generation([{"name": "NVIDIA H100 80GB HBM3"}])
     'unknown'
+    >>> precision_generation([{"name": "Intel(R) Data Center GPU Max 1550"}])
+    'xpu'
     """
     found = set()
     for p in props:
