@@ -48,7 +48,7 @@ def test_the_run_without_a_problem_gets_no_finding():
     ("case", "summary"),
     [
         ("pageable_copy", "copies of 67 MB from pageable host memory to the device"),
-        ("sync_copy", "copies 67 MB from the device to the host and the host waits"),
+        ("sync_copy", "for device-to-host copies (67 MB a step) of 4"),
         ("allocator_churn", "4 device allocations and frees a step"),
         ("launch_bound", "tiny kernels a step leave the device idle"),
         ("no_tensor_cores", "100 % of the GEMM time"),

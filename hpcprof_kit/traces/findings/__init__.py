@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING
 
 from hpcprof_kit.traces.findings import alloc, comm, copies, host, kernels, ranks, stall  # noqa: F401 (they register)
 from hpcprof_kit.traces.findings import steps as _steps  # noqa: F401
-from hpcprof_kit.traces.findings.base import RULES, Rule, needs_met, stepped
+from hpcprof_kit.traces.findings.base import RULES, Rule, device_use, needs_met, stepped
 from hpcprof_kit.traces.findings.ranks import world_size
+from hpcprof_kit.traces.findings.startup import WARMUP_ADVICE, startup
 from hpcprof_kit.traces.view.time_lost import finding_lost
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -121,6 +122,11 @@ def find(view: RunView) -> Findings:
             "the trace has no ProfilerStep steps: the rules that need no steps ran over the "
             "whole trace; the step rules could not run"
         )
+    used = device_use(view)
+    if used:
+        out.notes.append(f"the trace holds no device events, but the run used a device "
+                         f"({'; '.join(used)}): its device events are missing; the device "
+                         "rules could not run, and no CPU advice is given")  # fmt: skip
     for rank, step in sorted(view.truncated):
         out.notes.append(
             f"rank {rank}'s last step ({step}) is cut short by the end of the recording: set aside"
@@ -142,6 +148,16 @@ def find(view: RunView) -> Findings:
     for f in found:  # each finding's cost to the run, from the what-if account
         lost = finding_lost(f, view.time_lost)
         f["lost_ms"] = None if lost is None else round(float(lost), 3)
+    if not view.stepped:  # one pseudo step, start-up and all: no gain is per step
+        for f in found:
+            if "gain_ms_per_step" in f:
+                f["evidence"]["gain_ms_over_the_trace"] = f.pop("gain_ms_per_step")
+        spans = startup(view)
+        if spans is not None and len(spans):
+            ms = float((spans["steady_ns"] - spans["start_ns"]).max()) / 1e6
+            out.notes.append(f"start-up, {ms:.1f} ms from the trace's start to the first device "
+                             "event, is set apart from the steady state; "
+                             f"{WARMUP_ADVICE}")  # fmt: skip
     out.extend(found)
     return out
 

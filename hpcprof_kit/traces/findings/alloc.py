@@ -10,7 +10,16 @@ pages fault in again (seen in the ``[memory]`` events of ``profile_memory=True``
 
 from __future__ import annotations
 
-from hpcprof_kit.traces.findings.base import finding, lacks, rule, share_rule
+from hpcprof_kit.traces.findings.base import (
+    RULES,
+    device_events_missing,
+    finding,
+    lacks,
+    rule,
+    share_rule,
+)
+from hpcprof_kit.traces.findings.startup import in_steady_state, startup
+from hpcprof_kit.traces.view import names as N
 from hpcprof_kit.traces.view.host_signals import CHURN_BYTES
 from hpcprof_kit.traces.view.run_view import RunView
 
@@ -39,6 +48,7 @@ CPU_CHURN_ADVICE = (
 )
 def allocator_churn(view: RunView) -> list[dict]:
     why = lacks(view, "alloc_ns" if view.on_device else "churn_ns")
+    why = why or device_events_missing(view)  # no CPU advice to a device run
     if why is None and not view.on_device and view.per_step("memory_events").sum() == 0:
         why = ("could not run: a CPU-only run shows its allocations only in [memory] events, "
                "and this trace has none; record them with profile_memory=True (the kit's "
@@ -50,6 +60,9 @@ def allocator_churn(view: RunView) -> list[dict]:
 
 
 def _churn_device(view: RunView) -> list[dict]:
+    spans = startup(view)
+    if spans is not None:
+        return _churn_after_startup(view, spans)
     if float(view.per_step("alloc_calls").median()) < 2:
         return []
     hit = share_rule(view, "allocator_churn", "alloc_ns")
@@ -92,5 +105,51 @@ def _churn_host(view: RunView) -> list[dict]:
             f"inside every step; the ops that allocate them take {effect:.1f} ms ({value:.1f} %) "
             "of the step, faulting in fresh pages each time",
             evidence, advice=CPU_CHURN_ADVICE,
+        )
+    ]  # fmt: skip
+
+
+def _churn_after_startup(view: RunView, spans) -> list[dict]:
+    """On a trace without steps: the allocations and frees after start-up (the first device
+    event), as a share of that time; those of start-up (the runtime's first cudaFree, the
+    model's first allocations) are set apart and named; no gain per step."""
+    import numpy as np
+
+    from hpcprof_kit.traces.analyses.breakdown import text_test
+
+    df = view.df
+    calls = (text_test(df["name"], lambda s: s.str.match(N.ALLOC))
+             & (df["device"].to_numpy() < 0))  # fmt: skip
+    steady = in_steady_state(view, spans, calls)
+    early = calls & ~steady
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    hot, shares = [], {}
+    for r, span in spans.iterrows():
+        mine = steady & (rank == r)
+        wall = int(span["end_ns"]) - int(span["steady_ns"])
+        share = 100.0 * float(dur[mine].sum()) / wall if wall > 0 else 0.0
+        if int(mine.sum()) >= 2 and share >= RULES["allocator_churn"].threshold:
+            hot.append(int(r))
+            shares[int(r)] = share
+    if not hot:
+        return []
+    mine = steady & np.isin(rank, hot)
+    value = max(shares.values())
+    evidence = {
+        "calls_after_startup": int(mine.sum()),
+        "host_ms_after_startup": round(float(dur[mine].sum()) / 1e6, 3),
+        "startup_calls_set_apart": int((early & np.isin(rank, hot)).sum()),
+        "startup_ms_set_apart": round(float(dur[early & np.isin(rank, hot)].sum()) / 1e6, 3),
+    }
+    return [
+        finding(
+            "allocator_churn", hot, [], value,
+            f"{evidence['calls_after_startup']} device allocations and frees after start-up "
+            f"take {evidence['host_ms_after_startup']:.1f} ms ({value:.1f} % of the trace "
+            "after start-up; the trace has no steps), and each free waits for the device; "
+            f"start-up's {evidence['startup_calls_set_apart']} "
+            f"({evidence['startup_ms_set_apart']:.1f} ms) are set apart",
+            evidence,
         )
     ]  # fmt: skip

@@ -8,13 +8,81 @@ bytes over each rank's link).
 
 from __future__ import annotations
 
-from hpcprof_kit.traces.findings.base import RULES, finding, pct, rule
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hpcprof_kit.traces.findings.base import RULES, finding, pct, per_step_of, rule
 from hpcprof_kit.traces.findings.ranks import world_size
 from hpcprof_kit.traces.view import names as N
 from hpcprof_kit.traces.view.run_view import RunView
 from hpcprof_kit.traces.view.signals import BIG_COLL_BYTES, SMALL_COLL_BYTES
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
 FAR_BELOW = 0.15  # low bus bandwidth: under this share of what the link gives nccl-tests
+
+# what to try for each collective nothing hides (NCCL's tests' names); DDP's settings reach
+# only its gradient all-reduce
+COLLECTIVE_ADVICE = {
+    "allreduce": "Let DDP overlap the all-reduce with backward (bucket_cap_mb, "
+    "gradient_as_bucket_view=True, no_sync() for gradient accumulation); check the "
+    "communication library's settings for the network; fewer, larger collectives.",
+    "alltoall": "An all-to-all (sharded embeddings' ids and pooled values, MoE's tokens) waits "
+    "for every rank's slice, and DDP's bucket settings do not reach it: pipeline it behind "
+    "the previous batch's compute (TorchRec's TrainPipelineSparseDist), balance the shards "
+    "across ranks (the sharding planner's plan), send less (bf16/fp16 quantised comms, "
+    "fewer or deduplicated ids); check the network with nccl-tests' alltoall_perf.",
+    "allgather": "Prefetch the all-gathers so they overlap compute (FSDP's forward_prefetch=True "
+    "and backward_prefetch=BACKWARD_PRE, limit_all_gathers); keep shard groups within a node "
+    "(HSDP); an optimizer's own all-gather after backward (a distributed preconditioner, "
+    "ZeRO's parameter gather) has nothing to hide behind: overlap it with the next step's "
+    "forward or run it less often.",
+    "reducescatter": "Overlap the reduce-scatter with backward (FSDP's backward_prefetch, "
+    "ZeRO's overlap_comm); keep shard groups within a node (HSDP); fewer, larger buckets.",
+}
+
+
+def collective_kernels_of(view: RunView, sizes: bool = False):
+    """:func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels` of the run, made once
+    per view (with ``sizes``: their message sizes read from the trace files too); None
+    without events (a report of per-rank summaries)."""
+    if view.df is None:
+        return None
+    key = "_collective_kernels_sized" if sizes else "_collective_kernels"
+    if key not in view.__dict__:  # kept beside the view's cached parts
+        from hpcprof_kit.traces.analyses.collectives import collective_kernels
+
+        table = view.table if view.table is not None else view.df
+        view.__dict__[key] = collective_kernels(table, sizes=sizes)
+    return view.__dict__[key]
+
+
+def sizes_per_step(view: RunView) -> Callable[[str], pd.Series]:
+    """The collectives' per-step signals (``colls``, ``sized_colls``, ``small_colls``,
+    ``small_coll_ns``, ``big_coll_busbytes``, ``big_coll_ns``): the run's signals, or, when
+    they hold no message size and the events are at hand, the sizes read wherever the trace
+    holds them (the launching ``nccl:*`` op, ``record_param_comms``, the kernel)."""
+    if view.per_step("sized_colls").any() or not view.per_step("colls").any():
+        return view.per_step
+    kernels = collective_kernels_of(view, sizes=True)
+    if kernels is None or not (kernels["bytes"] >= 0).any():
+        return view.per_step
+    import pandas as pd
+
+    world = world_size(view.meta)
+    k = kernels.assign(
+        colls=1, sized_colls=(kernels["bytes"] >= 0).astype(int),
+        small_colls=((kernels["bytes"] >= 0) & (kernels["bytes"] < SMALL_COLL_BYTES)).astype(int),
+    )  # fmt: skip
+    big = k["bytes"] >= BIG_COLL_BYTES
+    factor = [N.bus_factor(c, world) for c in k["collective"]]
+    k["small_coll_ns"] = k["dur_ns"].where(k["small_colls"] == 1, 0)
+    k["big_coll_busbytes"] = (k["bytes"] * pd.Series(factor, index=k.index)).where(big, 0)
+    k["big_coll_ns"] = k["dur_ns"].where(big, 0)
+    per = k.groupby(["rank", "step"])[["colls", "sized_colls", "small_colls", "small_coll_ns",
+                                       "big_coll_busbytes", "big_coll_ns"]].sum()  # fmt: skip
+    return lambda column: per_step_of(view, per[column])
 
 
 @rule(
@@ -52,6 +120,20 @@ def exposed_communication(view: RunView) -> list[dict]:
         if traced < world
         else ""
     )
+    advice = None
+    kernels = collective_kernels_of(view)
+    if kernels is not None and len(kernels):
+        steps = max(1, len(b))
+        by = kernels[kernels["step"].isin(b["step"])].groupby("collective")["exposed_ns"].sum()
+        by = (by[by > 0] / steps / 1e6).sort_values(ascending=False)
+        if len(by):
+            evidence["exposed_ms_per_step_by_collective"] = {
+                str(c) or "unknown": round(float(v), 3) for c, v in by.items()}  # fmt: skip
+            top, ms = str(by.index[0]), float(by.iloc[0])
+            if top in COLLECTIVE_ADVICE:  # the summary stays as the per-rank summaries give it
+                each = f"{ms:.1f} ms" if ms >= 0.1 else f"{ms * 1e3:.0f} µs"
+                advice = (f"Mostly {top} ({each} a rank and step, of the collectives nothing "
+                          f"hid): {COLLECTIVE_ADVICE[top]}")  # fmt: skip
     return [
         finding(
             "exposed_communication", sorted(b["rank"].unique()),
@@ -59,7 +141,7 @@ def exposed_communication(view: RunView) -> list[dict]:
             value,
             f"every rank, even the last to arrive, waits for communication with nothing to "
             f"overlap it: {value:.1f} % of the step (median){caveat}",
-            evidence, gain_ms=value / 100 * view.wall_ms(),
+            evidence, gain_ms=value / 100 * view.wall_ms(), advice=advice,
         )
     ]  # fmt: skip
 
@@ -79,15 +161,16 @@ def exposed_communication(view: RunView) -> list[dict]:
 def small_collectives(view: RunView) -> list[dict]:
     if not view.per_step("colls").any():
         return []
-    if not view.per_step("sized_colls").any():
+    signal = sizes_per_step(view)
+    if not signal("sized_colls").any():
         view.coverage["small_collectives"] = (
             "could not run: the trace records no message sizes (record_param_comms or the "
             "collective kernels' 'In msg nelems')"
         )
         return []
-    count = view.per_step("small_colls")
+    count = signal("small_colls")
     value = float(count.median())
-    ms = view.per_step("small_coll_ns") / 1e6
+    ms = signal("small_coll_ns") / 1e6
     share = float((100 * ms * 1e6 / view.rows.set_index(["rank", "step"])["wall_ns"]).median())
     if (
         value < RULES["small_collectives"].threshold
@@ -131,7 +214,8 @@ def low_bus_bandwidth(view: RunView) -> list[dict]:
     devices = {p.get("name", "") for m in view.meta.values()
                for p in (m.get("device_properties") or [])}  # fmt: skip
     links = [g for g in (N.device_link(d) for d in devices) if g]
-    sized = view.per_step("big_coll_ns")
+    signal = sizes_per_step(view)
+    sized = signal("big_coll_ns")
     if not sized.any():
         return []
     if not links:
@@ -141,7 +225,7 @@ def low_bus_bandwidth(view: RunView) -> list[dict]:
         )
         return []
     link = min(links)
-    busbytes, ns = view.per_step("big_coll_busbytes"), sized
+    busbytes, ns = signal("big_coll_busbytes"), sized
     ok = ns > 0
     gbps = (busbytes[ok] / ns[ok]).groupby(level="step").max()  # the rank that waited least
     value = 100 * float(gbps.median()) / link

@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-from hpcprof_kit.traces.findings.base import RULES, finding, lacks, pct, rule, share_rule
+from hpcprof_kit.traces.findings.base import (
+    RULES,
+    device_events_missing,
+    finding,
+    lacks,
+    pct,
+    per_step_of,
+    rule,
+    share_rule,
+)
+from hpcprof_kit.traces.findings.startup import WARMUP_ADVICE, startup, steady_device_idle
 from hpcprof_kit.traces.view.run_view import RunView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,6 +48,9 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
     b = view.rows[view.rows["kind"] == "device"]
     if b.empty:
         return []
+    spans = startup(view)
+    if spans is not None:
+        return _idle_after_startup(view, spans)
     wall = b["wall_ns"].to_numpy(dtype=float)
     share = pct(b["host_ns"].to_numpy(dtype=float) + b["idle_ns"].to_numpy(dtype=float), wall)
     per = b.assign(share=share).groupby("rank")["share"].median()
@@ -60,6 +73,40 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
             f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
             f"{value:.1f} % of the step while the host works or waits",
             evidence, gain_ms=value / 100 * view.wall_ms(),
+        )
+    ]  # fmt: skip
+
+
+def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
+    """On a trace without steps: the device's idle share of the steady state, start-up (to
+    the first device event) set apart and named; no gain per step."""
+    per = steady_device_idle(view, spans)
+    hot = per[per >= RULES["device_idle_host_bound"].threshold]
+    if hot.empty:
+        return []
+    value = float(hot.max())
+    mine = spans.loc[hot.index]
+    evidence = {
+        "device_idle_share_pct_by_rank": {int(r): round(float(v), 2) for r, v in hot.items()},
+        "startup_ms_by_rank": {
+            int(r): round((int(x["steady_ns"]) - int(x["start_ns"])) / 1e6, 3)
+            for r, x in mine.iterrows()
+        },  # fmt: skip
+        "longest_startup_call": {
+            int(r): {"name": x["longest_call"], "ms": round(int(x["longest_call_ns"]) / 1e6, 3)}
+            for r, x in mine.iterrows()
+            if x["longest_call"]
+        },  # fmt: skip
+    }
+    startup_ms = max(evidence["startup_ms_by_rank"].values())
+    return [
+        finding(
+            "device_idle_host_bound", hot.index, [], value,
+            f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
+            f"{value:.1f} % of the trace after start-up, while the host works or waits (the "
+            f"trace has no steps; its start-up, {startup_ms:.1f} ms to the first device event, "
+            "is set apart)",
+            evidence, advice=f"{RULES['device_idle_host_bound'].advice} {WARMUP_ADVICE}",
         )
     ]  # fmt: skip
 
@@ -92,7 +139,7 @@ def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> lis
 SHARE_FLOOR = 3.0
 
 
-def device_wait(view: RunView, kind: str, column: str):
+def device_wait(view: RunView, kind: str, column: str | pd.Series):
     """``share_rule`` of ``kind`` at its threshold, else, on a device, from ``SHARE_FLOOR``
     with the stricter noise test (:meth:`~.base.RunView.stands_out`): other problems (a slow
     DataLoader, host work after ``.item()``, fp32 GEMMs) lengthen the step and shrink a
@@ -246,7 +293,9 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
 @rule(
     "launch_bound",
     definition="the device idle just before tiny kernels (under 20 µs, after a gap under "
-    "0.5 ms): kernels paced by their launches, not their work; by time, median % of wall. "
+    "0.5 ms in which none of the device's streams ran: collectives and copies keep it busy): "
+    "kernels paced by their launches, not their work; by time, median % of wall, never more "
+    "than the step's device idle. "
     "On a CPU-only run, where the ops are the work: the host time in outermost aten ops "
     "whose median call is under 25 µs (their dispatch, not their arithmetic) and the Python "
     "between them",
@@ -262,21 +311,41 @@ TINY_OPS = 100  # on the CPU: fewer tiny ops a step are the ordinary glue of a t
 )
 def launch_bound(view: RunView) -> list[dict]:
     why = lacks(view, "launch_idle_ns" if view.on_device else "tiny_op_ns")
+    why = why or device_events_missing(view)  # no CPU advice to a device run
     if why is not None:
         view.coverage["launch_bound"] = why
         return []
     return _launch_bound_device(view) if view.on_device else _launch_bound_host(view)
 
 
+def launch_idle(view: RunView) -> tuple[pd.Series, pd.Series]:
+    """Per (rank, step) of the rules' rows: the device idle just before tiny kernels (ns) and
+    how many such kernels, the device counted busy while any of its streams runs
+    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`; from the signals when the
+    report has no events), and never more than the step's measured device idle (its ``host``
+    and ``idle`` parts)."""
+    if view.df is not None:
+        from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
+
+        gaps = launch_gaps(view.df).set_index(["rank", "step"])
+        ns, count = (per_step_of(view, gaps[c]) for c in ("launch_idle_ns", "tiny_kernels"))
+    else:
+        ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
+    rows = view.rows.set_index(["rank", "step"])
+    idle = (rows["host_ns"] + rows["idle_ns"]).astype(float)
+    return ns.clip(upper=idle.reindex(ns.index).fillna(0)), count
+
+
 def _launch_bound_device(view: RunView) -> list[dict]:
-    if float(view.per_step("tiny_kernels").median()) < 20:
+    idle, count = launch_idle(view)
+    if float(count.median()) < 20:
         return []
-    hit, floor = device_wait(view, "launch_bound", "launch_idle_ns")
+    hit, floor = device_wait(view, "launch_bound", idle)
     if hit is None:
         return []
     value, effect, ranks, steps = hit
     evidence: dict[str, Any] = {
-        "tiny_kernels_per_step": int(view.per_step("tiny_kernels").median()),
+        "tiny_kernels_per_step": int(count.median()),
         "device_idle_between_them_ms_per_step": round(effect, 3),
     }
     summary = (f"{evidence['tiny_kernels_per_step']} tiny kernels a step leave the device idle "

@@ -7,7 +7,9 @@ matrix cores), and compiled graphs that break or recompile.
 
 from __future__ import annotations
 
-from hpcprof_kit.traces.findings.base import RULES, finding, rule
+import re
+
+from hpcprof_kit.traces.findings.base import RULES, finding, per_step_of, rule
 from hpcprof_kit.traces.view import names as N
 from hpcprof_kit.traces.view.run_view import RunView
 
@@ -26,8 +28,9 @@ from hpcprof_kit.traces.view.run_view import RunView
     needs=("device", "sig:fp32_gemm_ns"),
 )
 def no_tensor_cores(view: RunView) -> list[dict]:
-    devices = {p.get("name", "") for m in view.meta.values()
-               for p in (m.get("device_properties") or [])}  # fmt: skip
+    props = [p for m in view.meta.values() for p in (m.get("device_properties") or [])
+             if isinstance(p, dict)]  # fmt: skip
+    devices = {p.get("name", "") for p in props}
     known = [d for d in devices if d]
     if known and not any(N.device_link(d) for d in known):
         view.coverage["no_tensor_cores"] = (
@@ -36,6 +39,8 @@ def no_tensor_cores(view: RunView) -> list[dict]:
         return []
     gemm = view.per_step("gemm_ns")
     fp32 = view.per_step("fp32_gemm_ns")
+    if view.df is not None:  # cuDNN's kernels templated on float, which no name pattern says
+        fp32 = fp32 + per_step_of(view, _float_templated_ns(view.df))
     total = float(gemm.sum())
     wall = float(view.rows["wall_ns"].sum())
     if total <= 0 or total < 0.1 * wall:
@@ -44,10 +49,12 @@ def no_tensor_cores(view: RunView) -> list[dict]:
     if value < RULES["no_tensor_cores"].threshold:
         return []
     hot = fp32[fp32 > 0]
+    generation = precision_generation(props)
     evidence = {
         "fp32_gemm_ms_per_step": round(float(fp32.median()) / 1e6, 3),
         "gemm_ms_per_step": round(float(gemm.median()) / 1e6, 3),
         "devices": sorted(known),
+        "generation": generation,
     }
     return [
         finding(
@@ -56,8 +63,81 @@ def no_tensor_cores(view: RunView) -> list[dict]:
             f"{value:.0f} % of the GEMM time ({evidence['fp32_gemm_ms_per_step']} ms a step) "
             "runs in fp32 kernels that leave the tensor cores unused",
             evidence, gain_ms=0.5 * float(fp32.median()) / 1e6,
+            advice=PRECISION_ADVICE.get(generation),
         )
     ]  # fmt: skip
+
+
+# What lets the tensor cores work, by what they run: Volta's and Turing's run fp16 alone (no
+# TF32, no bf16), Ampere's and later NVIDIA's TF32 and bf16 too, Intel's XMX bf16 and TF32
+PRECISION_ADVICE = {
+    "fp16 only": "This GPU's tensor cores run fp16 alone: TF32 and bf16 do nothing here. Use "
+    "fp16 mixed precision with loss scaling: with torch.autocast('cuda', dtype=torch.float16) "
+    "around the forward pass and the loss, and scaler = torch.amp.GradScaler('cuda'); "
+    "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update().",
+    "xpu": "Let the XMX engines work: bf16 autocast, with torch.autocast('xpu', "
+    "dtype=torch.bfloat16); or TF32 for fp32 GEMMs: torch.set_float32_matmul_precision('high') "
+    "(with IPEX: ipex.set_fp32_math_mode(mode=ipex.FP32MathMode.TF32)).",
+}
+# compute capability (major, minor) below which tensor cores run fp16 alone (Volta 7.0/7.2,
+# Turing 7.5); names where the properties give none
+_FP16_ONLY = (8, 0)
+_FP16_ONLY_NAMES = r"V100|Titan V|Quadro GV100|T4\b|RTX 20\d\d|Quadro RTX|TITAN RTX"
+_XPU_NAMES = r"Intel|Data Center GPU Max|Arc"
+# a kernel templated on float, with no half type among its parameters
+_FLOAT_TEMPLATE = re.compile(r"<float\b")
+_HALF_TEMPLATE = re.compile(r"(?i)half|bfloat|__nv_bfloat16|\bbf16|fp16")
+
+
+def precision_generation(props: list[dict]) -> str:
+    """What the devices' tensor cores run: ``fp16 only`` (compute capability under 8.0:
+    Volta, Turing), ``xpu`` (Intel's XMX), ``bf16 and tf32`` (Ampere and later, by compute
+    capability), or ``unknown``.
+
+    >>> precision_generation([{"name": "Tesla V100-SXM2-32GB", "computeMajor": 7,
+    ...                        "computeMinor": 0}])
+    'fp16 only'
+    >>> precision_generation([{"name": "NVIDIA H100 80GB HBM3"}])
+    'unknown'
+    >>> precision_generation([{"name": "Intel(R) Data Center GPU Max 1550"}])
+    'xpu'
+    """
+    found = set()
+    for p in props:
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        name = str(p.get("name", ""))
+        if isinstance(major, int) and major > 0:
+            found.add("fp16 only" if (major, minor or 0) < _FP16_ONLY else "bf16 and tf32")
+        elif re.search(_FP16_ONLY_NAMES, name):
+            found.add("fp16 only")
+        elif re.search(_XPU_NAMES, name):
+            found.add("xpu")
+    return found.pop() if len(found) == 1 else "unknown"
+
+
+def _float_templated_ns(df):
+    """Per (rank, step), the time of GEMM and convolution kernels no name pattern places
+    (neither fp32 nor tensor-core) whose template takes ``float`` and no half type (cuDNN's
+    ``dgrad_engine<float, ...>``, ``wgrad_alg0_engine<float, ...>``, its Winograd kernels)."""
+    import numpy as np
+    import pandas as pd
+
+    from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+
+    df = bare(df)
+    names = df["name"]
+
+    def has(pattern) -> np.ndarray:
+        return text_test(names, lambda s: s.str.contains(pattern, regex=True))
+
+    rows = (text_test(df["track"], lambda s: s == "gpu") & (df["device"].to_numpy() >= 0)
+            & has(N.GEMM.pattern) & ~has(N.FP32_GEMM.pattern)
+            & ~has(N.TENSOR_CORE_GEMM.pattern) & has(_FLOAT_TEMPLATE.pattern)
+            & ~has(_HALF_TEMPLATE.pattern))  # fmt: skip
+    if not rows.any():
+        return pd.Series(dtype=float)
+    sub = df[rows]
+    return sub.groupby(["rank", "step"])["dur_ns"].sum().astype(float)
 
 
 @rule(

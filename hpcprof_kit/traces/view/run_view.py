@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 NOISE_TIMES = 3.0
 # A last step shorter than this share of the rank's median step was cut off by the profiler.
 TRUNCATED_SHARE = 0.5
+CUT_OF_TWO = 0.1  # of two steps, a second under a tenth of the first was cut, not warmed up
 
 
 def _rank_spreads(rows: pd.DataFrame) -> list[float]:
@@ -146,11 +147,16 @@ class RunView:
 
     @cached_property
     def truncated(self) -> set[tuple[int, int]]:
-        """(rank, step) of last steps cut short by the end of the recording."""
+        """(rank, step) of last steps cut short by the end of the recording: from three
+        steps on, under ``TRUNCATED_SHARE`` of the median of the steps before it; of two, under
+        ``CUT_OF_TWO`` of the first (which is often a warm-up, several times a steady step:
+        a ROCm trace's 49 µs last step after a 9.3 ms first)."""
         out = set()
         for rank, steps, wall in rank_walls(self.b):
             if wall.size >= 3 and wall[-1] < TRUNCATED_SHARE * np.median(wall[:-1]):
                 out.add((rank, int(steps[-1])))
+            elif wall.size == 2 and wall[1] < CUT_OF_TWO * wall[0]:
+                out.add((rank, int(steps[1])))
         return out
 
     @cached_property
