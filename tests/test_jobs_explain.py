@@ -115,7 +115,12 @@ def test_pbs_replay_every_job_comment_is_read_as_the_server_wrote_it():
     can_never = comment(jobs["34.pbshost"])
     from hpcprof_kit.jobs.explain import scheduler_meaning
 
+    # cases.md row 15: the job that could never run was deleted: it has ended, not waiting
     assert scheduler_meaning(can_never) == (
+        "ended: the request could never fit this server, and the job was deleted (qdel) before "
+        "it ran"
+    )
+    assert scheduler_meaning("Can Never Run: Not enough total nodes available") == (
         "the request can never fit this server: ask for fewer nodes or another queue"
     )
 

@@ -190,7 +190,10 @@ def _changes(current: dict, status: Status) -> dict:
             changes["started_at"] = current.get("started_at") or changes["ended_at"]
     if status.note != current.get("note", "") and (status.note or "note" in current):
         changes["note"] = status.note  # the latest word: an old note would now mislead
-    if status.comment != current.get("comment", "") and (status.comment or "comment" in current):
+    # a server that forgot the job (no history) must not erase why it could never run
+    keep = status.state in FINAL_STATES and can_never_run(current.get("comment", ""))
+    said = status.comment != current.get("comment", "") and (status.comment or "comment" in current)
+    if said and not (keep and not status.comment):
         changes["comment"] = status.comment  # the scheduler's own word (PBS comment)
     if current.get("silent_since"):
         changes["silent_since"] = None  # the scheduler answers again

@@ -73,6 +73,18 @@ def _comment(job: dict, hosts: list[str], how: str) -> str:
     return f"Job run at {started} on ({hosts[0]}:ncpus=1) and {how}"
 
 
+def wait_to_start(twin: Twin, job_id: str, interval: float = 0.1) -> dict | None:
+    """The job once the twin's scheduler may start it: not while it is held (``qhold``,
+    ``H``) or while scheduling is off; None when it has left the table."""
+    while True:
+        job = read_job(twin, job_id)
+        if job is None or job["job_state"] == "F":
+            return job
+        if job["job_state"] != "H" and Twin.open(twin.root).scheduling:
+            return job
+        time.sleep(interval)
+
+
 def run_job(twin: Twin, args: list[str]) -> int:
     """The execution side of one job: login shell, walltime, exit status (runs detached).
 
@@ -82,9 +94,8 @@ def run_job(twin: Twin, args: list[str]) -> int:
     E meanwhile. The walltime kill writes PBS's line to the job's stderr and ends with
     Exit_status -29; a qdel ends with 271 (256 + SIGTERM) and "terminated by USER@HOST".
     """
-    job = read_job(twin, args[0])
-    assert job is not None
-    if job["job_state"] == "F":  # deleted while queued, before the runner started
+    job = wait_to_start(twin, args[0])
+    if job is None or job["job_state"] == "F":  # deleted while queued, before it started
         return 0
     if job.get("array"):
         return _run_array(twin, job)

@@ -32,7 +32,7 @@ from hpcprof_kit.systems.modules import site_modules
 CONFIG = "twin.json"
 LOG = "log.jsonl"
 # Stand-in programs on the twin's default PATH (login and compute nodes alike).
-CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "pbsnodes", "qmgr", "mpiexec")
+CLIENTS = ("qsub", "qstat", "qdel", "qhold", "qrls", "pbs_rstat", "pbsnodes", "qmgr", "mpiexec")
 DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
 TAG = "[site twin]"  # how every stand-in of the twin names itself in what it prints
 
@@ -78,6 +78,22 @@ class Twin:
         running carry on under their MoM; ``twin.json`` is replaced whole, so a client reading
         it meanwhile sees the old or the new state, never half of it."""
         self.config["server_down"] = down
+        self._write_config()
+
+    @property
+    def scheduling(self) -> bool:
+        """Whether the twin's scheduler starts queued jobs (PBS's server attribute
+        ``scheduling``; on unless ``set_scheduling(False)``)."""
+        return self.config.get("scheduling", True) is not False
+
+    def set_scheduling(self, on: bool) -> None:
+        """Turn the twin's scheduler on or off, as ``qmgr -c 'set server scheduling=False'``
+        does: while it is off a submitted job stays queued (``Q``), so a test can hold it,
+        delete it or read it before it could start."""
+        self.config["scheduling"] = on
+        self._write_config()
+
+    def _write_config(self) -> None:
         tmp = self.root / f".{CONFIG}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(self.config, indent=1))
         os.replace(tmp, self.root / CONFIG)

@@ -24,6 +24,8 @@ from hpcprof_kit.jobs.backends import (
     ask_to_cancel,
     can_never_run,
     cancel_accepted,
+    held_note,
+    is_held,
     job_environment,
     run_command,
 )
@@ -189,6 +191,8 @@ class SlurmBackend:
             status = state_from_fields({"JobState": words[0], "NodeList": words[1]})
             if status.state == "QUEUED" and can_never_run(words[2]):
                 return replace(status, comment=words[2])  # pending for good: a wait ends
+            if status.state == "QUEUED" and is_held(words[2]):
+                return replace(status, note=held_note("slurm"), comment=words[2])
             if status.state in ("QUEUED", "RUNNING"):
                 return status
         shown = _ask(["scontrol", "show", "job", job_id, "-o"], self.command_timeout)
