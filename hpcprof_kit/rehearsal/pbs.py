@@ -337,6 +337,9 @@ def qdel(twin: Twin, args: list[str]) -> int:
             continue
         if job["job_state"] in ("Q", "H") and not job.get("runner_pid"):
             job.update(job_state="F", substate=DELETED, ended=time.time())
+            if str(job.get("comment", "")).startswith(("Can Never Run", "Not Running")):
+                # the scheduler's last word, as a real server ends it
+                job["comment"] += " and terminated"
             write_job(twin, job)
         else:
             job.update(job_state="E")

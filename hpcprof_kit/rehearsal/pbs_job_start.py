@@ -73,14 +73,24 @@ def _comment(job: dict, hosts: list[str], how: str) -> str:
     return f"Job run at {started} on ({hosts[0]}:ncpus=1) and {how}"
 
 
+# A generic server's scheduler on a job asking more nodes than it has: it stays queued with
+# this comment for good (as a real OpenPBS 23.06 server left a select=2 job on one node).
+NEVER_RUNS = "Can Never Run: Not enough total nodes available"
+
+
 def wait_to_start(twin: Twin, job_id: str, interval: float = 0.1) -> dict | None:
     """The job once the twin's scheduler may start it: not while it is held (``qhold``,
-    ``H``) or while scheduling is off; None when it has left the table."""
+    ``H``), while scheduling is off, or ever when a generic server has fewer nodes than it
+    asks for (it stays ``Q``, "Can Never Run: ..."); None when it has left the table."""
     while True:
         job = read_job(twin, job_id)
         if job is None or job["job_state"] == "F":
             return job
-        if job["job_state"] != "H" and Twin.open(twin.root).scheduling:
+        if twin.server and job["nodes"] > len(twin.hosts) and job["job_state"] == "Q":
+            if job.get("comment") != NEVER_RUNS:
+                job["comment"] = NEVER_RUNS
+                write_job(twin, job)
+        elif job["job_state"] != "H" and Twin.open(twin.root).scheduling:
             return job
         time.sleep(interval)
 

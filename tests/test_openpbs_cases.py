@@ -1,0 +1,278 @@
+"""The cases of ``../shared/reference/openpbs/cases.md`` against the PBS twin (issue #49).
+
+A real OpenPBS 23.06.06 server was run with queues, a custom resource and job history on, off
+and unset, and the kit was tried on it as a user would. A real PBS server cannot be installed
+here, so every case runs against the rehearsal's twin of a small generic PBS cluster
+(``twin.build_generic``: one node, a queue ``workq``, history on or off), with the record
+``hpcprof-kit site init --scheduler pbs`` writes for it. The answers expected are the real
+server's column of ``cases.md`` (its state, exit status, comment and the job's own files) and
+what the kit may rightly say of them, never what the twin happens to do: each test's id starts
+with the case number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcprof_kit.cli import main
+from hpcprof_kit.jobs import Job, JobSpec, submit
+from hpcprof_kit.jobs.backends.pbs import attributes
+from hpcprof_kit.jobs.explain import explain
+from hpcprof_kit.rehearsal import twin as twin_mod
+
+from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
+
+CNR = "Can Never Run: Not enough total nodes available"
+UNKNOWN_CAUSE = (
+    "exit code 143, killed by signal 15 (SIGTERM) (job_end.json); the cause is unknown: a qdel, "
+    "the walltime (but PBS wrote no walltime line) or the program itself exiting 143 all leave "
+    "this record, and PBS kept no record of the job (no job history) to tell which"
+)
+
+
+def build(tmp_path, monkeypatch, history: bool):
+    """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
+    (as the server of cases.md row 14, where a 2-node job could never run), and its record."""
+    twin = twin_mod.build_generic(
+        tmp_path / "twin", "pbshost", kill_grace_s=1.0, job_history=history,
+        queues={"workq": {"max_nodes": 2, "max_walltime": "00:30:00"}},
+    )  # fmt: skip
+    records = tmp_path / "records"
+    monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
+    monkeypatch.setenv("HOME", str(tmp_path / "user-home"))
+    assert main(["site", "init", "--scheduler", "pbs"]) == 0
+    path = records / "pbshost.toml"
+    text = path.read_text()
+    old = '# default_venv = "$HOME/venvs/hpcprof-kit"'
+    assert old in text
+    path.write_text(text.replace(old, f"default_venv = {json.dumps(str(twin.kit_venv))}"))
+    return twin
+
+
+@pytest.fixture
+def pbs_on(tmp_path, monkeypatch, isolated_runs, capsys):
+    twin = build(tmp_path, monkeypatch, history=True)
+    capsys.readouterr()
+    return twin
+
+
+@pytest.fixture
+def pbs_off(tmp_path, monkeypatch, isolated_runs, capsys):
+    twin = build(tmp_path, monkeypatch, history=False)
+    capsys.readouterr()
+    return twin
+
+
+def job_of(command: list[str], nodes: int = 1, walltime: str = "00:05:00") -> Job:
+    spec = JobSpec(system="pbshost", ranks_per_node=1, nodes=nodes, walltime=walltime,
+                   binding="none", command=command)  # fmt: skip
+    return submit(spec, backend="pbs")
+
+
+def gate_on(path: Path, timeout: float = 120.0) -> None:
+    """Wait for a file the job (or the server) writes: never a sleep against a poll."""
+    appeared, _ = _until(path.exists, bool, timeout, interval=0.05)
+    assert appeared, f"{path} never appeared"
+
+
+def until_state(job_id: str, letter: str, timeout: float = 120.0) -> None:
+    """Until the twin's server shows the job in ``letter`` (a gate on the server)."""
+    ok, last = _until(lambda: (attributes(job_id) or {}).get("job_state"),
+                      lambda s: s == letter, timeout, interval=0.05)  # fmt: skip
+    assert ok, f"{job_id} never reached {letter} (last {last})"
+
+
+def qdel(twin, job_id: str) -> None:
+    done = subprocess.run(["qdel", job_id], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def running(tmp_path, then: str) -> list[str]:
+    """A command that writes ``started`` in ``tmp_path``, then runs the shell words ``then``."""
+    return ["bash", "-c", f"touch {tmp_path / 'started'}; {then}"]
+
+
+def last_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines()]
+
+
+# ---- jobs that end by themselves ------------------------------------------------------------
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_05_07_twin_exit_0_and_exit_3_with_the_stderr_line(history, request, tmp_path):
+    """Rows 5-7: exit 0 is COMPLETED; exit 3 is FAILED 3 and explain shows its stderr line."""
+    request.getfixturevalue(f"pbs_{history}")
+    ok = job_of(["true"])
+    bad = job_of(["bash", "-c", "echo 'sl.sh: exiting with 3' >&2; exit 3"])
+    assert ok.wait(timeout=120, progress=False) == "COMPLETED" and ok.exit_code == 0
+    assert bad.wait(timeout=120, progress=False) == "FAILED" and bad.exit_code == 3
+    said = explain(bad, cli=True)
+    assert "    | sl.sh: exiting with 3" in said.splitlines()
+    assert "stderr is empty" not in said
+
+
+def test_08_twin_program_exits_143_by_itself_history_on(pbs_on):
+    """Row 8: F, 93, Exit_status 143, "... and failed": FAILED 143."""
+    job = job_of(["bash", "-c", "exit 143"])
+    assert job.wait(timeout=120, progress=False) == "FAILED" and job.exit_code == 143
+    assert job.manifest["comment"].endswith(" and failed")
+
+
+def test_09_twin_program_exits_143_by_itself_history_off_claims_no_qdel(pbs_off):
+    """Row 9: the server forgot the job (Unknown Job Id) and only its record says 143: the
+    kit must not say it was deleted."""
+    job = job_of(["bash", "-c", "exit 143"])
+    assert job.wait(timeout=120, progress=False) == "FAILED" and job.exit_code == 143
+    assert attributes(job.job_id) is None
+    assert job.manifest["note"] == UNKNOWN_CAUSE
+    assert "cancel" not in job.manifest
+
+
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_13_20_twin_walltime_overrun_is_timeout(history, request, tmp_path):
+    """Rows 13 and 20: PBS's stderr line `=>> PBS: job killed: walltime N exceeded limit M`;
+    history on: Exit_status -29; off: the line alone says it was the walltime."""
+    request.getfixturevalue(f"pbs_{history}")
+    job = job_of(["sleep", "60"], walltime="00:00:02")
+    assert job.wait(timeout=120, progress=False) == "TIMEOUT"
+    assert job.exit_code == (-29 if history == "on" else 143)
+    err = (job.run_dir / "stderr").read_text()
+    assert "=>> PBS: job killed: walltime 3 exceeded limit 2" in err
+
+
+# ---- deletions --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("history", "by_kit"), [("on", False), ("on", True), ("off", False),
+                                                 ("off", True)])  # fmt: skip
+def test_11_12_18_19_twin_a_running_job_deleted(history, by_kit, request, tmp_path):
+    """Rows 11, 12 (history on: F, 91, Exit_status 271, "terminated by USER@HOST"), 18 and 19
+    (history off: forgotten; the trap's record says 143 / 15). Off, only the kit's own
+    accepted cancel is known to be one; another's qdel is FAILED 143, its causes named."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    job = job_of(running(tmp_path, "sleep 60"))
+    gate_on(tmp_path / "started")
+    if by_kit:
+        assert main(["cancel", str(job.run_dir)]) == 0
+    else:
+        qdel(twin, job.job_id)
+    state = job.wait(timeout=120, progress=False)
+    if history == "on":
+        assert (state, job.exit_code) == ("CANCELLED", 271)
+        assert job.manifest["comment"].endswith(f"terminated by {twin.config['user']}@login-twin")
+    elif by_kit:
+        assert (state, job.exit_code) == ("CANCELLED", 143)
+        assert job.manifest["note"] == (
+            "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)")
+    else:
+        assert (state, job.exit_code, job.manifest["note"]) == ("FAILED", 143, UNKNOWN_CAUSE)
+
+
+@pytest.mark.parametrize(("history", "by_kit"), [("on", False), ("on", True), ("off", False),
+                                                 ("off", True)])  # fmt: skip
+def test_10_16_17_twin_a_queued_job_deleted(history, by_kit, request, capsys):
+    """Rows 10 and 17 (history on: F, 91, no Exit_status, no output), 16 and 17 (history off:
+    Unknown Job Id). The kit's cancel is CANCELLED either way; another's qdel is CANCELLED
+    before it ran with history, LOST without (neither can say more)."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    twin.set_scheduling(False)  # it stays queued
+    job = job_of(["true"])
+    assert job.refresh() == "QUEUED"
+    if by_kit:
+        assert main(["cancel", str(job.run_dir)]) == 0
+    else:
+        qdel(twin, job.job_id)
+    state = job.wait(timeout=120, progress=False)
+    if by_kit or history == "on":
+        assert (state, job.exit_code) == ("CANCELLED", None)
+    else:
+        assert (state, job.exit_code) == ("LOST", None)
+    assert not (job.run_dir / "stdout").exists() and not (job.run_dir / "job_end.json").exists()
+
+
+# ---- a job that can never run ------------------------------------------------------------
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_14_15_21_twin_can_never_run_then_deleted_is_told_to_change_the_request(
+    history, request, capsys
+):
+    """Row 14: Q, "Can Never Run: ..."; the wait ends at once, advice: change the request.
+    Rows 15 and 21: once deleted, the advice is still to change the request (not to submit
+    it again unchanged), and with history off the reason is kept."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    job = job_of(["true"], nodes=2)
+    assert job.wait(timeout=120, progress=False) == "QUEUED"
+    assert job.manifest["comment"] == CNR
+    said = explain(job, cli=True)
+    assert f"  scheduler's reason: {CNR} (the request can never fit this server: ask for fewer " \
+           "nodes or another queue)" in said
+    assert "what to do: it can never start as asked" in said
+    qdel(twin, job.job_id)
+    state = job.wait(timeout=120, progress=False)
+    said = explain(job, cli=True)
+    if history == "on":
+        assert state == "CANCELLED"
+        assert job.manifest["comment"] == f"{CNR} and terminated"
+        assert (f"  scheduler's reason: {CNR} and terminated (ended: the request could never fit "
+                "this server, and the job was deleted (qdel) before it ran)") in said
+    else:
+        assert state == "LOST"
+        assert job.manifest["comment"] == CNR  # kept though the server forgot the job
+        assert f"  scheduler's last reason (kept by the kit): {CNR}" in said
+    advice = next(line for line in said.splitlines() if "what to do:" in line)
+    assert advice == (
+        "  what to do: it could never start as asked (the scheduler's reason above says why) "
+        "and was deleted before it ran: submitting the same request again would wait for ever; "
+        f"submit again with a request that fits (hpcprof-kit submit --spec {job.run_dir} with "
+        "fewer --nodes, a shorter --walltime, or another --queue)"
+    )
+
+
+# ---- a held job ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_22_twin_a_held_job_is_told_qrls_then_runs(history, request, capsys):
+    """Row 22: H, "Job held by USER on ...": the kit says held and `qrls`, not "waiting for
+    nodes"; released, it runs to its end."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    twin.set_scheduling(False)
+    job = job_of(["true"])
+    assert job.refresh() == "QUEUED"
+    done = subprocess.run(["qhold", job.job_id], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    twin.set_scheduling(True)  # the scheduler runs again; the hold keeps the job
+    assert job.refresh() == "QUEUED"
+    assert job.manifest["note"] == "held: it waits for a release (qrls), not for nodes"
+    assert job.manifest["comment"].startswith(f"Job held by {twin.config['user']} on ")
+    assert main(["explain", str(job.run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "waiting for nodes" not in out
+    assert (f"(held (qhold): `qrls {job.job_id}` lets it run)") in out
+    assert (f"  what to do: it is held, so it waits for a release, not for nodes: release it "
+            f"(qrls {job.job_id}), then look again (hpcprof-kit explain {job.run_dir}), or stop "
+            f"it with hpcprof-kit cancel {job.run_dir}") in out
+    done = subprocess.run(["qrls", job.job_id], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+    assert job.manifest.get("note", "") != "held: it waits for a release (qrls), not for nodes"
+
+
+# ---- a cancel while the server is down ---------------------------------------------------------
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_53_54_twin_a_cancel_refused_by_a_down_server_is_no_cancel(history, request, tmp_path,
+                                                                   capsys):  # fmt: skip
+    """Rows 53 and 54: qdel exit 162 "Connection refused"; the job ran to its end (0)."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    job = job_of(running(tmp_path, f"until [ -e {tmp_path / 'go'} ]; do sleep 0.1; done"))
+    gate_on(tmp_path / "started")
+    twin.set_server_down(True)
+    assert main(["cancel", str(job.run_dir)]) == 2
+    assert "The job was not cancelled: it runs on" in capsys.readouterr().err
+    (tmp_path / "go").touch()
+    gate_on(job.run_dir / "job_end.json")
+    twin.set_server_down(False)
+    assert job.wait(timeout=120, progress=False) == "COMPLETED" and job.exit_code == 0
+    assert "cancelled by the kit" not in job.manifest.get("note", "")
