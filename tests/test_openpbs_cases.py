@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -37,13 +38,15 @@ UNKNOWN_CAUSE = (
 )
 
 
-def build(tmp_path, monkeypatch, history: bool):
+def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
-    (as the server of cases.md row 14, where a 2-node job could never run), and its record."""
-    twin = twin_mod.build_generic(
-        tmp_path / "twin", "pbshost", kill_grace_s=1.0, job_history=history,
-        queues={"workq": {"max_nodes": 2, "max_walltime": "00:30:00"}},
-    )  # fmt: skip
+    (as the server of cases.md row 14, where a 2-node job could never run), and its record;
+    ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
+    queue = {"max_nodes": 2, "max_walltime": "00:30:00"}
+    if max_queued is not None:
+        queue["max_queued"] = max_queued
+    twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
+                                  job_history=history, queues={"workq": queue})  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -276,3 +279,110 @@ def test_53_54_twin_a_cancel_refused_by_a_down_server_is_no_cancel(history, requ
     twin.set_server_down(False)
     assert job.wait(timeout=120, progress=False) == "COMPLETED" and job.exit_code == 0
     assert "cancelled by the kit" not in job.manifest.get("note", "")
+
+
+# ---- a sweep as a whole ----------------------------------------------------------------------
+SWEEP = ["sweep", "--system", "pbshost", "--backend", "pbs", "--ranks-per-node", "1",
+         "--walltime", "00:05:00", "--binding", "none"]  # fmt: skip
+# Each variant runs `bash -c SCRIPT v --code WORD`: it touches started-WORD, then exits WORD,
+# or, for `hang`, waits for ever.
+WORDS = 'touch {folder}/started-"$2"; if [ "$2" = hang ]; then sleep 600; fi; exit "$2"'
+
+
+def sweep_cli(tmp_path, capsys, words: str, *flags: str) -> tuple[int, str, Path]:
+    code = main([*SWEEP, f"--vary=--code={words}", *flags, "--", "bash", "-c",
+                 WORDS.format(folder=tmp_path), "v"])  # fmt: skip
+    out = capsys.readouterr().out
+    sweep_dir = Path(out.splitlines()[0].removeprefix("sweep "))
+    return code, out, sweep_dir
+
+
+@pytest.fixture
+def in_turn(tmp_path, monkeypatch, isolated_runs, capsys):
+    """History on, a queue that takes one job a user: a sweep runs its variants in turn."""
+    twin = build(tmp_path, monkeypatch, history=True, max_queued=1)
+    capsys.readouterr()
+    return twin
+
+
+def test_23_42_twin_explain_of_a_job_running_variants_in_turn_lists_each(in_turn, tmp_path,
+                                                                        capsys):  # fmt: skip
+    """Rows 23 and 42: one job, variants exit 0, 3, 0; PBS: F, Exit_status 1, "... and
+    failed". explain of the job's id lists the three variants and the job's own word."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,3,0", "--wait")
+    assert code == 1
+    job_id = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    assert out.splitlines()[1] == (f"  submitted job: {job_id} (hpcprof-kit sweep cancel "
+                                   f"{sweep_dir} ends every variant)")  # fmt: skip
+    assert main(["explain", job_id]) == 0
+    said = capsys.readouterr().out
+    print(said)
+    lines = said.splitlines()
+    assert lines[0] == (f"job {job_id} runs 3 variants of sweep {sweep_dir} in turn, one after "
+                        "another:")
+    states = [line.split()[2:5] for line in lines[1:4]]
+    assert states == [["COMPLETED", "exit", "code"], ["FAILED", "exit", "code"],
+                      ["COMPLETED", "exit", "code"]]  # fmt: skip
+    assert [line.split()[5] for line in lines[1:4]] == ["0", "3", "0"]
+    assert lines[4].startswith("  the job's own word: job_state F, Exit_status 1 (Job run at ")
+    assert lines[4].endswith(" and failed)")
+    assert lines[-1] == (f"  what to do: hpcprof-kit explain RUN_DIR for one variant; "
+                         f"hpcprof-kit sweep --resume {sweep_dir} runs the 1 that did not "
+                         "complete again")
+
+
+def test_twin_runs_lists_a_sweeps_variants_under_it(pbs_on, tmp_path, capsys):
+    """cases.md's smaller defects: `runs` left out every sweep variant."""
+    code, _, sweep_dir = sweep_cli(tmp_path, capsys, "0,3", "--wait")
+    assert code == 1
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{sweep_dir.name}/ "))
+    assert lines[at].split() == [f"{sweep_dir.name}/", "-", "-", "sweep:", "1", "COMPLETED,",
+                                 "1", "FAILED", "-"]  # fmt: skip
+    variants = [line.split() for line in lines[at + 1: at + 3]]
+    assert [v[0].split("/")[0] for v in variants] == [sweep_dir.name] * 2
+    assert [(v[1], v[3], v[4]) for v in variants] == [("pbs", "COMPLETED", "0"),
+                                                      ("pbs", "FAILED", "3")]  # fmt: skip
+
+
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_31_twin_sweep_cancel_ends_every_variant_of_the_array(history, request, tmp_path, capsys):
+    """Row 31 through the kit: `sweep cancel DIR` deletes the array once (`qdel 'N[]'`):
+    the finished variant stays COMPLETED (its own record), the running one is cancelled, the
+    queued ones never ran."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,hang,hang")
+    assert code == 0
+    gate_on(tmp_path / "started-hang")
+    assert main(["sweep", "cancel", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    lines = out.splitlines()
+    assert lines[0] == f"sweep {sweep_dir}"
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["0", "COMPLETED"], ["1", "CANCELLED"], ["2", "CANCELLED"], ["3", "CANCELLED"]]
+    (deleted,) = [e["job_id"] for e in twin.events("qdel")]  # the array, once
+    assert re.fullmatch(r"\d+\[\]\.pbshost-pbs-twin", deleted)
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    notes = [json.loads((p / "manifest.json").read_text()).get("note") for p in runs]
+    assert notes[2:] == ["cancelled by the kit before it ran"] * 2
+    assert not (runs[2] / "stdout").exists() and not (runs[3] / "stdout").exists()
+
+
+def test_43_44_twin_sweep_cancel_of_variants_in_turn_deletes_the_shared_job(in_turn, tmp_path,
+                                                                            capsys):  # fmt: skip
+    """Rows 43 and 44 through `sweep cancel`: the variant running is cancelled, the ones
+    waiting for their turn are passed over (CANCELLED before it ran); one qdel of the job."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,hang")
+    assert code == 0
+    gate_on(tmp_path / "started-hang")
+    assert main(["sweep", "cancel", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [
+        ["0", "COMPLETED"], ["1", "CANCELLED"], ["2", "CANCELLED"]]
+    (deleted,) = [e["job_id"] for e in in_turn.events("qdel")]
+    assert re.fullmatch(r"\d+\.pbshost-pbs-twin", deleted)
