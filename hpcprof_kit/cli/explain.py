@@ -22,6 +22,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from hpcprof_kit.errors import SubmitError
     from hpcprof_kit.jobs import Job
     from hpcprof_kit.jobs.explain import explain
+    from hpcprof_kit.jobs.late_records import settle
     from hpcprof_kit.jobs.rundir import RunDir
     from hpcprof_kit.jobs.shared_job import explain_shared_job, is_shared_job
 
@@ -38,7 +39,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print("\n".join(never_submitted(path, data)))
         return 0
     job = Job.from_run_dir(path)
-    job.refresh()
+    settle(job)  # a job that has just ended: its scheduler's final word first
     print(explain(job, cli=True))
     return 0
 

@@ -90,8 +90,11 @@ def wait_and_say(job) -> int:
     """Wait for ``job`` and print how it ended, with the scheduler's reason and what to do
     when it did not complete; the exit status ``submit --wait`` documents."""
     from hpcprof_kit.jobs.explain import can_never_run, explain, missing_report
+    from hpcprof_kit.jobs.late_records import settle
 
     state = job.wait(progress=sys.stderr.isatty())
+    if state != "COMPLETED":
+        settle(job)  # the scheduler's final comment and the staged stderr may come late
     code = job.exit_code
     print(f"state: {state}" + ("" if code is None else f" (exit code {code})"))
     if state == "COMPLETED":
@@ -217,7 +220,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("\n".join(never_submitted(path, data)))
         return 0
     job = Job.from_run_dir(path)
-    job.refresh()
+    job.refresh()  # a recent end's late comment and exit status re-read, too
     data = job.manifest
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from hpcprof_kit.jobs.backends import RELEASE, can_never_run, cancel_said, is_held
+from hpcprof_kit.jobs.backends import FINAL_STATES, RELEASE, can_never_run, cancel_said, is_held
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
 __all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "not_started_advice",
@@ -385,6 +385,10 @@ def wait_for(job, timeout: float | None = 600, progress: bool = True) -> str:
     'COMPLETED'
     """
     state = job.wait(timeout=timeout, progress=progress)
+    if state in FINAL_STATES and state != "COMPLETED":
+        from hpcprof_kit.jobs.late_records import settle
+
+        settle(job)  # the scheduler's final comment and the staged stderr may come late
     if state != "COMPLETED":
         print(explain(job))
     elif (note := missing_report(job)) is not None:
