@@ -313,6 +313,8 @@ def _advice(job, state: str, reason: str | None, cli: bool) -> str | None:
         return (CLI_DELETED_NEVER_RUNS_ADVICE if cli else DELETED_NEVER_RUNS_ADVICE).format(run=run)
     if state == "QUEUED" and (is_held(reason) or str(data.get("note", "")).startswith("held")):
         release = RELEASE.get(getattr(job.backend, "name", ""), "the scheduler's release")
+        if reason == "JobHeldAdmin" or "administrator" in str(data.get("note", "")):
+            release = "ask the site's support: an administrator holds it"
         said = CLI_HELD_ADVICE if cli else HELD_ADVICE
         return said.format(run=run, release=release.format(job_id=job.job_id))
     if state == "NOT_STARTED":
