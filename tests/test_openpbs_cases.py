@@ -25,6 +25,7 @@ from hpcprof_kit.jobs import Job, JobSpec, submit
 from hpcprof_kit.jobs.backends.pbs import attributes
 from hpcprof_kit.jobs.explain import explain
 from hpcprof_kit.rehearsal import twin as twin_mod
+from hpcprof_kit.systems import load_system
 
 from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
 
@@ -38,15 +39,19 @@ UNKNOWN_CAUSE = (
 )
 
 
-def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None):
+def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
+          closed: bool = False):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
     ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
     queue = {"max_nodes": 2, "max_walltime": "00:30:00"}
     if max_queued is not None:
         queue["max_queued"] = max_queued
+    queues = {"workq": queue}
+    if closed:  # a queue the site has disabled, as `closed` of cases.md
+        queues["closed"] = {**queue, "enabled": False}
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
-                                  job_history=history, queues={"workq": queue})  # fmt: skip
+                                  job_history=history, queues=queues)  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -386,3 +391,72 @@ def test_43_44_twin_sweep_cancel_of_variants_in_turn_deletes_the_shared_job(in_t
         ["0", "COMPLETED"], ["1", "CANCELLED"], ["2", "CANCELLED"]]
     (deleted,) = [e["job_id"] for e in in_turn.events("qdel")]
     assert re.fullmatch(r"\d+\.pbshost-pbs-twin", deleted)
+
+
+# ---- the site record checked before submitting ----------------------------------------------
+@pytest.fixture
+def with_closed(tmp_path, monkeypatch, isolated_runs, capsys):
+    twin = build(tmp_path, monkeypatch, history=True, closed=True)
+    capsys.readouterr()
+    return twin
+
+
+def test_01_twin_site_init_records_the_closed_queue_and_no_filesystems(with_closed, tmp_path):
+    """Row 1: `closed` disabled, the server has no filesystems resource: the record says both
+    in fields the kit checks, not only in comments."""
+    rec = load_system("pbshost")
+    assert rec.extra["queue_rules"]["closed"]["enabled"] is False
+    assert "enabled" not in rec.extra["queue_rules"].get("workq", {})
+    assert rec.extra["valid_filesystems"] == []
+
+
+def test_50_twin_a_disabled_queue_is_refused_before_qsub(with_closed, tmp_path, capsys):
+    """Row 50: the server refuses it at qsub (`Queue is not enabled`, exit 173); the record
+    knew, so the kit refuses it first, naming the field, the value, the record and the fix."""
+    code = main(["submit", "--system", "pbshost", "--backend", "pbs", "--queue", "closed",
+                 "--ranks-per-node", "1", "--walltime", "00:05:00", "--binding", "none",
+                 "--", "true"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    record = load_system("pbshost").source
+    assert err.strip() == (
+        "hpcprof-kit submit: queue 'closed': pbshost's record says it takes no jobs now "
+        f"(enabled = false under [queue_rules.closed] in {record}, from the scheduler at site "
+        "init), and qsub would refuse it (Queue is not enabled); pick another queue (workq), or "
+        "run site init again once the site has enabled it"
+    )
+    assert [e for e in with_closed.events("qsub")] == []
+    done = subprocess.run(["qsub", "-q", "closed", "-l", "walltime=00:05:00", "-l",
+                           "select=1:ncpus=2", "/dev/null"], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (173, "qsub: Queue is not enabled")
+
+
+def test_56_twin_filesystems_the_server_does_not_take_are_refused_before_qsub(
+    with_closed, tmp_path, capsys
+):
+    """Row 56: `qsub: Unknown resource Resource_List.filesystems`, exit 187, on a server with
+    no such resource; the record says so, and the kit refuses it first."""
+    code = main(["submit", "--system", "pbshost", "--backend", "pbs", "--filesystems", "home",
+                 "--ranks-per-node", "1", "--walltime", "00:05:00", "--binding", "none",
+                 "--", "true"])  # fmt: skip
+    assert code == 2
+    record = load_system("pbshost").source
+    assert capsys.readouterr().err.strip() == (
+        "hpcprof-kit submit: filesystems 'home': 'home' is not a file system of pbshost "
+        f"(valid_filesystems in {record}: its server defines no 'filesystems' resource), and "
+        "qsub would refuse it (Unknown resource); leave --filesystems (filesystems=) out"
+    )
+    assert [e for e in with_closed.events("qsub")] == []
+
+
+def test_52_twin_server_down_sweep_prints_no_limits_warning_before_the_real_error(
+    pbs_on, tmp_path, capsys
+):
+    """Row 52: qsub exit 162 is relayed; no max_queued warning advising a record edit first."""
+    pbs_on.set_server_down(True)
+    code = main([*SWEEP, "--vary=--code=0,1", "--", "bash", "-c", "exit $2", "v"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "warning" not in err and "max_jobs_per_user" not in err
+    assert "Connection refused" in err and "exit 162" in err
