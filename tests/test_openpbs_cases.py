@@ -460,3 +460,93 @@ def test_52_twin_server_down_sweep_prints_no_limits_warning_before_the_real_erro
     assert code != 0
     assert "warning" not in err and "max_jobs_per_user" not in err
     assert "Connection refused" in err and "exit 162" in err
+
+
+# ---- the record, and plain jobs with it -------------------------------------------------------
+def test_02_twin_site_init_history_unset_is_false(pbs_off):
+    """Row 2: `job_history_enable` not set (the twin's server prints no line): false."""
+    assert load_system("pbshost").extra["cluster"]["job_history"] is False
+
+
+def test_03_twin_a_job_with_the_record_asks_no_account_and_no_filesystems(pbs_on):
+    """Row 3: qsub takes it; the script has no -A and no filesystems, the queue and select."""
+    job = job_of(["true"])
+    script = (job.run_dir / "job.sh").read_text()
+    assert "#PBS -A" not in script and "filesystems" not in script
+    assert "#PBS -q workq\n" in script and "select=1:ncpus=2" in script
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+
+
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_51_twin_server_down_status_keeps_the_last_state_and_says_why(history, request,
+                                                                      tmp_path, capsys):  # fmt: skip
+    """Row 51: `Connection refused ... (errno=15010)`: the last state stays, with a note."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    job = job_of(running(tmp_path, f"until [ -e {tmp_path / 'go'} ]; do sleep 0.1; done"))
+    gate_on(tmp_path / "started")
+    assert job.refresh() == "RUNNING"
+    twin.set_server_down(True)
+    assert main(["status", str(job.run_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"RUNNING  job {job.job_id}  exit code None"
+    assert out[1].startswith("note: scheduler not answering since ")
+    assert "Connection refused" in out[1] and "errno=15010" in out[1]
+    twin.set_server_down(False)
+    (tmp_path / "go").touch()
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+
+
+def test_47_twin_a_queue_limit_hit_is_relayed_and_status_says_never_submitted(tmp_path,
+        monkeypatch, isolated_runs, capsys):  # fmt: skip
+    """Row 47: the 2nd job in a queue that takes one a user: `qsub: would exceed queue
+    generic's per-user limit`, exit 38; status: "never submitted: qsub refused it (exit 38)"."""
+    twin = build(tmp_path, monkeypatch, history=True, max_queued=1)
+    twin.set_scheduling(False)
+    first = job_of(["true"])
+    capsys.readouterr()
+    argv = ["submit", "--system", "pbshost", "--backend", "pbs", "--ranks-per-node", "1",
+            "--walltime", "00:05:00", "--binding", "none", "--", "true"]  # fmt: skip
+    assert main(argv) != 0
+    captured = capsys.readouterr()
+    assert "qsub: would exceed queue generic's per-user limit" in captured.err
+    run = next(p for p in isolated_runs.iterdir() if p != first.run_dir and p.is_dir())
+    assert main(["status", str(run)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["FAILED  never submitted: qsub refused it (exit 38)", "qsub said:",
+                         "  qsub: would exceed queue generic's per-user limit"]  # fmt: skip
+    twin.set_scheduling(True)
+    assert first.wait(timeout=120, progress=False) == "COMPLETED"
+
+
+# ---- an array's subjobs deleted one by one, and a kit cancel of one variant --------------------
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_32_33_34_35_38_39_40_twin_deleting_one_subjob_ends_only_that_variant(history, request,
+                                                                             tmp_path, capsys):  # fmt: skip
+    """Rows 32 and 38 (qdel of the running subjob: history on X 91 271: CANCELLED 271; off:
+    X Exit_status 1: FAILED 143, cause unknown), 33 and 38 (a queued subjob: NOT_STARTED),
+    34, 35, 39 and 40 (the kit's cancel of one queued / one running variant: CANCELLED, 143
+    with history off, not PBS's placeholder 1); the others run on."""
+    twin = request.getfixturevalue(f"pbs_{history}")
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "hang,2,3,hang,5,6")
+    assert code == 0
+    parent = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    gate_on(tmp_path / "started-hang")  # subjob 0 runs
+    qdel(twin, parent.replace("[]", "[1]"))  # queued, by hand
+    assert main(["cancel", str(runs[2])]) == 0  # queued, by the kit
+    qdel(twin, parent.replace("[]", "[0]"))  # running, by hand
+    gate_on(runs[3] / "stdout")  # subjob 3 runs (it hangs): 1 and 2 were passed over
+    assert main(["cancel", str(runs[3])]) == 0  # running, by the kit
+    capsys.readouterr()
+    from hpcprof_kit.jobs.sweep import Sweep
+
+    states = Sweep.load(sweep_dir).wait(timeout=120)
+    codes = [json.loads((r / "manifest.json").read_text()).get("exit_code") for r in runs]
+    deleted_by_hand = ("CANCELLED", 271) if history == "on" else ("FAILED", 143)
+    assert (states[0], codes[0]) == deleted_by_hand
+    assert (states[1], codes[1]) == ("NOT_STARTED", None)
+    assert (states[2], codes[2]) == ("CANCELLED", None)
+    assert (states[3], codes[3]) == ("CANCELLED", 271 if history == "on" else 143)
+    assert [states[4], states[5], codes[4], codes[5]] == ["FAILED", "FAILED", 5, 6]
+    if history == "off":
+        assert json.loads((runs[0] / "manifest.json").read_text())["note"] == UNKNOWN_CAUSE
