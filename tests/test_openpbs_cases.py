@@ -550,3 +550,24 @@ def test_32_33_34_35_38_39_40_twin_deleting_one_subjob_ends_only_that_variant(hi
     assert [states[4], states[5], codes[4], codes[5]] == ["FAILED", "FAILED", 5, 6]
     if history == "off":
         assert json.loads((runs[0] / "manifest.json").read_text())["note"] == UNKNOWN_CAUSE
+
+
+@pytest.mark.parametrize("history", ["on", "off"])
+def test_36_41_twin_array_exit_3_and_walltime_subjobs(history, request, tmp_path, capsys):
+    """Rows 36 and 41: subjob 0 exits 3, subjob 1 outlives its walltime (PBS's line in the
+    array's .e file). History on: FAILED 3, TIMEOUT -29; off: FAILED 3 (no array deletion
+    blamed for PBS's placeholder Exit_status 1), TIMEOUT from PBS's stderr line."""
+    request.getfixturevalue(f"pbs_{history}")
+    code, _, sweep_dir = sweep_cli(tmp_path, capsys, "3,hang", "--walltime", "00:00:02",
+                                   "--wait")  # fmt: skip
+    assert code == 1
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    first, second = (json.loads((r / "manifest.json").read_text()) for r in runs)
+    assert (first["state"], first["exit_code"]) == ("FAILED", 3)
+    assert "deleted" not in first.get("note", "")
+    assert (second["state"], second["exit_code"]) == ("TIMEOUT", -29 if history == "on" else 143)
+    assert main(["explain", str(runs[1])]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == (f"  what to do: the walltime ran out before the variant ended: run the "
+                        "sweep's unfinished variants again with a longer walltime (hpcprof-kit "
+                        f"sweep --resume {sweep_dir} --walltime HH:MM:SS)")  # fmt: skip
