@@ -128,8 +128,8 @@ def _rule_lines(facts: ClusterFacts) -> list[str]:
         if per_user and per_user > 1:
             arrays = min(arrays or server.max_array_size or per_user, per_user)
         rules = []
-        if not q.open:
-            rules.append("enabled = false  # the scheduler says it takes no jobs now")
+        if not q.enabled:
+            rules.append("enabled = false  # the scheduler says it takes no new jobs")
         if per_user:
             rules.append(f"max_jobs_per_user = {per_user}  # max_queued [u:PBS_GENERIC={per_user}]")
         if arrays and per_user != 1:
