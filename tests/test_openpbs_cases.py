@@ -108,6 +108,12 @@ def running(tmp_path, then: str) -> list[str]:
     return ["bash", "-c", f"touch {tmp_path / 'started'}; {then}"]
 
 
+def first_variant(sweep_dir: Path) -> dict:
+    """The manifest of the sweep's first variant."""
+    first = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())[0]
+    return json.loads((first / "manifest.json").read_text())
+
+
 def last_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines()]
 
@@ -345,8 +351,9 @@ def test_twin_runs_lists_a_sweeps_variants_under_it(pbs_on, tmp_path, capsys):
     print(out)
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith(f"{sweep_dir.name}/ "))
-    assert lines[at].split() == [f"{sweep_dir.name}/", "-", "-", "sweep:", "1", "COMPLETED,",
-                                 "1", "FAILED", "-"]  # fmt: skip
+    parent = first_variant(sweep_dir)["array_job_id"]
+    assert lines[at].split() == [f"{sweep_dir.name}/", "pbs", parent, "sweep:", "1",
+                                 "COMPLETED,", "1", "FAILED", "-"]  # fmt: skip
     variants = [line.split() for line in lines[at + 1: at + 3]]
     assert [v[0].split("/")[0] for v in variants] == [sweep_dir.name] * 2
     assert [(v[1], v[3], v[4]) for v in variants] == [("pbs", "COMPLETED", "0"),

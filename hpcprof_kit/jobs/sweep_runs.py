@@ -16,7 +16,7 @@ __all__ = ["sweep_rows"]
 
 def sweep_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
     """One row per sweep (``name`` its folder with a slash; ``state`` how many variants are
-    in each state), then one per variant that has a run directory (``name`` indented under
+    in each state; ``job_id`` the scheduler jobs holding them), then one per variant that has a run directory (``name`` indented under
     the sweep's, the manifest's fields beside it), sweeps oldest first."""
     root = default_runs_root(runs_root)
     sweeps = []
@@ -47,7 +47,15 @@ def sweep_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str
         for v in variants:
             counts[v["state"]] = counts.get(v["state"], 0) + 1
         summary = ", ".join(f"{n} {state}" for state, n in counts.items())
-        rows.append({"name": f"{folder.name}/", "state": f"sweep: {summary or 'no variants'}"})
+        jobs = list(dict.fromkeys(str(v.get("array_job_id") or v.get("job_id"))
+                                  for v in variants if v.get("job_id")))  # fmt: skip
+        backends = list(dict.fromkeys(str(v["backend"]) for v in variants if v.get("backend")))
+        row = {"name": f"{folder.name}/", "state": f"sweep: {summary or 'no variants'}"}
+        if jobs and backends != ["local"]:  # a local variant's id names only its process
+            row["job_id"] = ",".join(jobs)
+        if backends:
+            row["backend"] = ",".join(backends)
+        rows.append(row)
         rows.extend(variants)
     return rows
 
