@@ -40,7 +40,7 @@ UNKNOWN_CAUSE = (
 
 
 def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
-          closed: bool = False):
+          closed: bool = False, stage_delay_s: float = 0.0):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
     ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
@@ -51,7 +51,8 @@ def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
     if closed:  # a queue the site has disabled, as `closed` of cases.md
         queues["closed"] = {**queue, "enabled": False}
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
-                                  job_history=history, queues=queues)  # fmt: skip
+                                  job_history=history, queues=queues,
+                                  stage_delay_s=stage_delay_s)  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -578,3 +579,21 @@ def test_36_41_twin_array_exit_3_and_walltime_subjobs(history, request, tmp_path
     assert said[-1] == (f"  what to do: the walltime ran out before the variant ended: run the "
                         "sweep's unfinished variants again with a longer walltime (hpcprof-kit "
                         f"sweep --resume {sweep_dir} --walltime HH:MM:SS)")  # fmt: skip
+
+
+def test_06_twin_submit_wait_explains_a_failure_with_its_late_stderr(tmp_path, monkeypatch,
+                                                                    isolated_runs, capsys):  # fmt: skip
+    """Row 6: the server shows the job ended with the comment from its start and no stderr
+    for a while (here 2 s), then stages the stderr and writes "... and failed". `submit
+    --wait` must explain the failure with both, not "stderr is empty"."""
+    build(tmp_path, monkeypatch, history=True, stage_delay_s=2.0)
+    capsys.readouterr()
+    code = main(["submit", "--system", "pbshost", "--backend", "pbs", "--ranks-per-node", "1",
+                 "--walltime", "00:05:00", "--binding", "none", "--wait", "--", "bash", "-c",
+                 "echo 'sl.sh: exiting with 3' >&2; exit 3"])  # fmt: skip
+    assert code == 1
+    out = capsys.readouterr().out.splitlines()
+    assert "state: FAILED (exit code 3)" in out
+    assert "    | sl.sh: exiting with 3" in out and "  stderr is empty" not in out
+    reason = next(line for line in out if line.startswith("  scheduler's reason: "))
+    assert reason.endswith(" and failed")

@@ -103,6 +103,9 @@ def run_job(twin: Twin, args: list[str]) -> int:
     (``kill_grace_s`` in the twin's config, PBS's ``kill_delay``: 10 s); the job is in state
     E meanwhile. The walltime kill writes PBS's line to the job's stderr and ends with
     Exit_status -29; a qdel ends with 271 (256 + SIGTERM) and "terminated by USER@HOST".
+    With ``stage_delay_s`` in the twin's config, the job first reads ended with the comment
+    from its start and its output not yet staged, for that long (a real OpenPBS 23.06 server
+    showed a failed job's stderr and final comment about 3 s after qstat showed it ended).
     """
     job = wait_to_start(twin, args[0])
     if job is None or job["job_state"] == "F":  # deleted while queued, before it started
@@ -210,6 +213,12 @@ def _run_single(twin: Twin, job: dict) -> int:
                     code = shell.wait(timeout=min(left, 0.2))
     finally:
         os.umask(old_umask)
+    delay = float(twin.config.get("stage_delay_s", 0.0))
+    if delay and not direct:  # ended, as qstat first shows it: its start's comment, no files
+        ended = read_job(twin, job["id"]) or job
+        ended.update(job_state="F", Exit_status=code, ended=time.time())
+        write_job(twin, ended)
+        time.sleep(delay)
     if not direct:
         for spooled, final in ((out_path, job["out"]), (err_path, job["err"])):
             Path(final).write_bytes(spooled.read_bytes())

@@ -326,6 +326,7 @@ def build_generic(
     cores: int = 2,
     job_history: bool = False,
     kill_grace_s: float = 10.0,
+    stage_delay_s: float = 0.0,
 ) -> Twin:
     """Build a twin of a small generic PBS cluster under ``root`` (which must not exist yet).
 
@@ -334,7 +335,8 @@ def build_generic(
     is the jobs one user may have queued, OpenPBS's ``[u:PBS_GENERIC=N]``), has no custom
     resource (a ``filesystems`` request is refused as unknown), no account rule, job history
     off unless ``job_history``, and one node with ``cores`` cores: this machine, on which the
-    real Hydra ``mpiexec`` starts the ranks. Its ``qstat -Qf``, ``pbsnodes -av`` and
+    real Hydra ``mpiexec`` starts the ranks; ``stage_delay_s``: how long an ended job shows
+    its start's comment and no output files before PBS stages them (see ``run_job``). Its ``qstat -Qf``, ``pbsnodes -av`` and
     ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site init`` can write its record.
     The user's environment (a venv with the kit) lies in the twin's ``HOME``.
     """
@@ -357,7 +359,7 @@ def build_generic(
         "kit_python": sys.executable, "hydra": hydra, "site_python": "",
         "kit_venv": str(kit_venv), "hosts": [socket.gethostname()], "modules": [],
         "reservations": {}, "job_history": job_history, "kill_grace_s": kill_grace_s,
-        "interactive": None,
+        "stage_delay_s": stage_delay_s, "interactive": None,
         "server": {"name": name, "default_queue": default_queue or next(iter(queues)),
                    "queues": queues, "cores": cores, "job_history": job_history,
                    "resources": []},
