@@ -40,7 +40,7 @@ UNKNOWN_CAUSE = (
 
 
 def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
-          closed: bool = False, stage_delay_s: float = 0.0):
+          closed: bool = False, stage_delay_s: float = 0.0, exclusive: bool = False):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
     ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
@@ -52,7 +52,8 @@ def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
         queues["closed"] = {**queue, "enabled": False}
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
                                   job_history=history, queues=queues,
-                                  stage_delay_s=stage_delay_s)  # fmt: skip
+                                  stage_delay_s=stage_delay_s,
+                                  exclusive_nodes=exclusive)  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -597,3 +598,42 @@ def test_06_twin_submit_wait_explains_a_failure_with_its_late_stderr(tmp_path, m
     assert "    | sl.sh: exiting with 3" in out and "  stderr is empty" not in out
     reason = next(line for line in out if line.startswith("  scheduler's reason: "))
     assert reason.endswith(" and failed")
+
+
+NOT_RUNNING = "Not Running: Not enough free nodes available"
+
+
+def test_10_twin_a_job_waiting_for_the_node_deleted_reads_as_ended_not_waiting(
+    tmp_path, monkeypatch, isolated_runs, capsys
+):
+    """Row 10: a job waits while another holds the node ("Not Running: Not enough free nodes
+    available"); qdel'ed, the server says F, 91, no Exit_status, "... and terminated": the kit
+    says CANCELLED before it ran, and reads that comment as ended, not as waiting."""
+    build(tmp_path, monkeypatch, history=True, exclusive=True)
+    capsys.readouterr()
+    first = job_of(running(tmp_path, f"until [ -e {tmp_path / 'go'} ]; do sleep 0.1; done"))
+    gate_on(tmp_path / "started")
+    try:
+        second_waits(tmp_path, capsys)
+    finally:
+        (tmp_path / "go").touch()  # the first job ends, whatever happened above
+    assert first.wait(timeout=120, progress=False) == "COMPLETED"
+
+
+def second_waits(tmp_path, capsys) -> None:
+    """Row 10's second job: it waits for the node, is deleted, and reads as ended."""
+    second = job_of(["true"])
+    told, last = _until(lambda: (attributes(second.job_id) or {}).get("comment"),
+                        lambda c: c == NOT_RUNNING, 120, interval=0.05)  # fmt: skip
+    assert told, last
+    assert second.refresh() == "QUEUED"
+    qdel(None, second.job_id)
+    assert second.wait(timeout=120, progress=False) == "CANCELLED"
+    assert (second.exit_code, second.manifest["comment"]) == (
+        None, f"{NOT_RUNNING} and terminated")  # fmt: skip
+    assert main(["explain", str(second.run_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert (f"  scheduler's reason: {NOT_RUNNING} and terminated (ended: the job was deleted "
+            "(qdel) before it ran)") in out
+    assert not any("(waiting: the comment names what it waits for)" in line for line in out)
+    assert out[0] == f"job {second.job_id} ended CANCELLED"

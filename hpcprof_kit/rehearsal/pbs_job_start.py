@@ -10,6 +10,7 @@ as a MoM does.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -78,21 +79,54 @@ def _comment(job: dict, hosts: list[str], how: str) -> str:
 NEVER_RUNS = "Can Never Run: Not enough total nodes available"
 
 
+# ... and on a job that must wait for the node another job holds (``exclusive_nodes``).
+NOT_RUNNING = "Not Running: Not enough free nodes available"
+
+
 def wait_to_start(twin: Twin, job_id: str, interval: float = 0.1) -> dict | None:
     """The job once the twin's scheduler may start it: not while it is held (``qhold``,
     ``H``), while scheduling is off, or ever when a generic server has fewer nodes than it
-    asks for (it stays ``Q``, "Can Never Run: ..."); None when it has left the table."""
+    asks for (it stays ``Q``, "Can Never Run: ..."); on a generic server whose jobs take the
+    node whole (``exclusive_nodes``), not while another job runs there ("Not Running: Not
+    enough free nodes available"). None when it has left the table."""
     while True:
         job = read_job(twin, job_id)
         if job is None or job["job_state"] == "F":
             return job
         if twin.server and job["nodes"] > len(twin.hosts) and job["job_state"] == "Q":
-            if job.get("comment") != NEVER_RUNS:
-                job["comment"] = NEVER_RUNS
-                write_job(twin, job)
-        elif job["job_state"] != "H" and Twin.open(twin.root).scheduling:
-            return job
+            _say(twin, job, NEVER_RUNS)
+        elif job["job_state"] != "H" and Twin.open(twin.root).scheduling and (
+            not (twin.server or {}).get("exclusive_nodes") or _claim_node(twin, job_id)
+        ):
+            return read_job(twin, job_id)
         time.sleep(interval)
+
+
+def _say(twin: Twin, job: dict, comment: str) -> None:
+    if job.get("comment") != comment:
+        job["comment"] = comment
+        write_job(twin, job)
+
+
+def _claim_node(twin: Twin, job_id: str) -> bool:
+    """Start ``job_id`` on the node if no other job holds it (one at a time: a lock)."""
+    import fcntl
+
+    with open(twin.root / "pbs" / "node.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        job = read_job(twin, job_id)
+        if job is None or job["job_state"] != "Q":
+            return False
+        others = [json.loads(p.read_text()) for p in (twin.root / "pbs" / "jobs").glob("*.json")]
+        busy = any(o["id"] != job_id and not o.get("array_id") and (
+            o["job_state"] in ("R", "E", "B") or (o.get("claimed") and o["job_state"] == "Q"))
+            for o in others)  # fmt: skip
+        if busy:
+            _say(twin, job, NOT_RUNNING)
+            return False
+        job.update(claimed=True, comment="")  # its runner starts it now
+        write_job(twin, job)
+        return True
 
 
 def run_job(twin: Twin, args: list[str]) -> int:

@@ -327,6 +327,7 @@ def build_generic(
     job_history: bool = False,
     kill_grace_s: float = 10.0,
     stage_delay_s: float = 0.0,
+    exclusive_nodes: bool = False,
 ) -> Twin:
     """Build a twin of a small generic PBS cluster under ``root`` (which must not exist yet).
 
@@ -336,7 +337,9 @@ def build_generic(
     resource (a ``filesystems`` request is refused as unknown), no account rule, job history
     off unless ``job_history``, and one node with ``cores`` cores: this machine, on which the
     real Hydra ``mpiexec`` starts the ranks; ``stage_delay_s``: how long an ended job shows
-    its start's comment and no output files before PBS stages them (see ``run_job``). Its ``qstat -Qf``, ``pbsnodes -av`` and
+    its start's comment and no output files before PBS stages them (see ``run_job``);
+    ``exclusive_nodes``: each job takes the node whole, so a second one waits ("Not Running:
+    Not enough free nodes available") while another runs. Its ``qstat -Qf``, ``pbsnodes -av`` and
     ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site init`` can write its record.
     The user's environment (a venv with the kit) lies in the twin's ``HOME``.
     """
@@ -362,7 +365,7 @@ def build_generic(
         "stage_delay_s": stage_delay_s, "interactive": None,
         "server": {"name": name, "default_queue": default_queue or next(iter(queues)),
                    "queues": queues, "cores": cores, "job_history": job_history,
-                   "resources": []},
+                   "resources": [], "exclusive_nodes": exclusive_nodes},
     }  # fmt: skip
     twin = Twin(root, config)
     (root / CONFIG).write_text(json.dumps(config, indent=1))
