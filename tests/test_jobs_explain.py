@@ -115,7 +115,12 @@ def test_pbs_replay_every_job_comment_is_read_as_the_server_wrote_it():
     can_never = comment(jobs["34.pbshost"])
     from hpcprof_kit.jobs.explain import scheduler_meaning
 
+    # cases.md row 15: the job that could never run was deleted: it has ended, not waiting
     assert scheduler_meaning(can_never) == (
+        "ended: the request could never fit this server, and the job was deleted (qdel) before "
+        "it ran"
+    )
+    assert scheduler_meaning("Can Never Run: Not enough total nodes available") == (
         "the request can never fit this server: ask for fewer nodes or another queue"
     )
 
@@ -190,3 +195,37 @@ def test_slurm_failed_job_is_explained_with_its_stderr_and_slurms_reason(cluster
     assert lines[:2] == [f"job {job.job_id} ended FAILED", "  exit code: 7"]
     assert "    | no such input" in lines
     assert lines[-2] == f"  what to do: {ADVICE['FAILED']}"
+
+
+@pytest.mark.slurm
+def test_slurm_held_job_is_told_scontrol_release_not_waiting_for_nodes(
+    cluster_env, capsys, isolated_runs, tmp_path
+):
+    """Issue #49: a held job (`scontrol uhold`, Slurm's JobHeldUser) waits for a release, not
+    for nodes; released, it runs. A job that fills the node keeps the kit's job pending until
+    it is held (a gate file ends that job)."""
+    gate = tmp_path / "gate"
+    blocker = cluster_env.run("sbatch", "--parsable", "--exclusive", "-o", "/dev/null",
+                              "--wrap", f"until [ -e {gate} ]; do sleep 0.1; done").stdout.strip()
+    try:
+        cluster_env.wait_state(blocker, "RUNNING")
+        job = submit(tiny("slurm", "true"), backend="slurm")
+        cluster_env.run("scontrol", "uhold", job.job_id)  # a user hold (root's hold is an admin's)
+        said = _slurm_reason_set(cluster_env, job.job_id)
+        assert said == "JobHeldUser"
+        assert job.refresh() == "QUEUED"
+        assert job.manifest["note"] == "held: it waits for a release (scontrol release), not for nodes"
+        assert main(["explain", job.job_id]) == 0
+        out = capsys.readouterr().out
+        assert "waiting for nodes" not in out
+        assert (f"  scheduler's reason: JobHeldUser (held by its owner: `scontrol release "
+                f"{job.job_id}` lets it run)") in out.splitlines()
+        assert out.splitlines()[-1] == (
+            f"  what to do: it is held, so it waits for a release, not for nodes: release it "
+            f"(scontrol release {job.job_id}), then look again (hpcprof-kit explain "
+            f"{job.run_dir}), or stop it with hpcprof-kit cancel {job.run_dir}"
+        )
+        cluster_env.run("scontrol", "release", job.job_id)
+    finally:
+        gate.touch()
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"

@@ -141,11 +141,23 @@ FORGOT = Status(ENDED, note="Slurm no longer knows job 7")
         (JobEnd(0), FORGOT, True, "COMPLETED", 0),  # ran to its end: a cancel changes nothing
         (JobEnd(143, signal=15), FORGOT, True, "CANCELLED", 143),
         (JobEnd(137), FORGOT, False, "FAILED", 137),
+        (JobEnd(143, signal=15), FORGOT, False, "FAILED", 143),  # no cause claimed
     ],
 )
 def test_record_and_scheduler_make_one_state(record, answer, cancelled, state, code):
     status = judge(record, answer, cancelled)
     assert (status.state, status.exit_code) == (state, code)
+
+
+def test_a_forgotten_sigterm_names_its_possible_causes_and_claims_none():
+    """Issue #49: a job the scheduler forgot (no accounting) whose record says SIGTERM."""
+    status = judge(JobEnd(143, signal=15), FORGOT, cancelled=False)
+    assert (status.state, status.exit_code, status.note) == (
+        "FAILED", 143,
+        "exit code 143, killed by signal 15 (SIGTERM) (job_end.json); the cause is unknown: "
+        "Slurm no longer knows job 7, and a cancel, the time limit or the program itself "
+        "exiting 143 all leave this record",
+    )  # fmt: skip
 
 
 def test_lost_names_what_is_missing():

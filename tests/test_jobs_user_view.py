@@ -146,7 +146,9 @@ def test_sweep_wait_on_a_job_pbs_can_never_run_standin_says_so_and_exits_3(
     words = ["sweep", *AURORA, "--vary=--seed=0,1", "--wait", "--", "true"]
     assert main(words) == 3
     lines = capsys.readouterr().out.splitlines()
+    sweep_dir = lines[0].removeprefix("sweep ")
     assert lines[1:] == [
+        f"  submitted job: 34.pbshost (hpcprof-kit sweep cancel {sweep_dir} ends every variant)",
         "    0 QUEUED     --seed=0",
         "    1 QUEUED     --seed=1",
         f"  variant 0 can never run as asked; the scheduler says: {CAN_NEVER}",

@@ -204,12 +204,20 @@ def test_a_running_subjob_deleted_is_cancelled(server, real_jobs, tmp_path):
 
 
 # ---- history off -------------------------------------------------------------------------
-def test_history_off_qdel_of_a_running_job_is_cancelled_not_failed_143(server, tmp_path):
+UNKNOWN_CAUSE = (
+    "exit code 143, killed by signal 15 (SIGTERM) (job_end.json); the cause is unknown: a qdel, "
+    "the walltime (but PBS wrote no walltime line) or the program itself exiting 143 all leave "
+    "this record, and PBS kept no record of the job (no job history) to tell which"
+)
+
+
+def test_history_off_a_sigterm_record_claims_no_cause_it_cannot_know(server, tmp_path):
+    """cases.md rows 9 and 18: a qdel and a program's own exit 143 leave the same record, and
+    the server without history forgets both: FAILED 143, the possible causes named."""
     server("off")  # the server forgot the job; its trap wrote 143 / 15
     (tmp_path / "gone").mkdir()
     (tmp_path / "gone" / "job_end.json").write_text(json.dumps(TERM_RECORD))
-    got, code, note = state_of_plain(tmp_path / "gone", "25.pbshost")
-    assert (got, code) == ("CANCELLED", 143) and "deleted with qdel" in note
+    assert state_of_plain(tmp_path / "gone", "25.pbshost") == ("FAILED", 143, UNKNOWN_CAUSE)
 
 
 def test_history_off_a_trap_record_with_the_kits_own_qdel_is_cancelled_by_the_kit(
@@ -269,7 +277,7 @@ def test_history_off_deleted_running_and_queued_subjobs_while_the_array_lives(
     })  # fmt: skip
     ran = variant(tmp_path, 0, "57[0].pbshost", "57[].pbshost", record=TERM_RECORD)
     queued = variant(tmp_path, 1, "57[1].pbshost", "57[].pbshost")
-    assert state(ran)[:2] == ("CANCELLED", 143)
+    assert state(ran) == ("FAILED", 143, UNKNOWN_CAUSE)  # cases.md row 38: X, Exit_status 1
     assert state(queued)[:2] == ("NOT_STARTED", None)
 
 
@@ -278,7 +286,7 @@ def test_history_off_deleted_subjobs_after_the_array_ended(server, tmp_path):
     ran = variant(tmp_path, 0, "58[0].pbshost", "58[].pbshost", record=TERM_RECORD)
     queued = variant(tmp_path, 1, "58[1].pbshost", "58[].pbshost")
     done = variant(tmp_path, 2, "58[2].pbshost", "58[].pbshost", record={"exit_code": 0})
-    assert state(ran)[:2] == ("CANCELLED", 143)
+    assert state(ran) == ("FAILED", 143, UNKNOWN_CAUSE)  # cases.md row 37
     got, _, note = state(queued)
     assert got == "NOT_STARTED" and "no longer knows" in note
     assert state(done)[:2] == ("COMPLETED", 0)
@@ -429,3 +437,35 @@ def test_history_off_an_in_turn_variant_cut_without_its_record(server, tmp_path)
     other = variant(tmp_path, 1, "51.pbshost", "51.pbshost", in_turn=True, started=True)
     got, _, note = state(other)
     assert got == "LOST" and "its turn began (stdout) but it left no job_end.json" in note
+
+
+def test_history_off_a_failed_subjob_blames_no_array_deletion(server, real_jobs, tmp_path):
+    """cases.md row 41: with history off a finished subjob reads X, Exit_status 1 while its
+    array lives; nothing was deleted, and the note must not say it was."""
+    finished = {"job_state": "X", "Exit_status": 1, "substate": 70, "comment": "Subjob finished"}
+    server("off", added={
+        "59[1].pbshost": like(real_jobs, "0.pbshost", **finished, array_id="59[].pbshost"),
+    })  # fmt: skip
+    run = variant(tmp_path, 1, "59[1].pbshost", "59[].pbshost", record={"exit_code": 3})
+    assert state(run) == (
+        "FAILED", 3,
+        "exit code from job_end.json; PBS said FAILED 1, not this run's word: PBS shows a "
+        "finished subjob's Exit_status as 1 while its array lives when it keeps no job history",
+    )  # fmt: skip
+
+
+def test_history_off_a_running_variant_the_kit_cancelled_is_143_not_pbs_placeholder(
+    server,
+    real_jobs,
+    tmp_path,
+):
+    """cases.md row 40: X, Exit_status 1 (PBS's placeholder); the trap's record says 143."""
+    finished = {"job_state": "X", "Exit_status": 1, "substate": 70, "comment": "Subjob finished"}
+    server("off", added={
+        "60[1].pbshost": like(real_jobs, "0.pbshost", **finished, array_id="60[].pbshost"),
+    })  # fmt: skip
+    run = variant(tmp_path, 1, "60[1].pbshost", "60[].pbshost", record=TERM_RECORD)
+    kit_cancel(run, "60[1].pbshost")
+    assert state(run) == (
+        "CANCELLED", 143, "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)"
+    )

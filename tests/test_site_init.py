@@ -53,6 +53,7 @@ def test_qstat_Qf_gives_the_execution_queues_their_limits_and_max_queued():
     assert queues["debug-scaling"].min_nodes == 2
     generic = queues["generic"]
     assert (generic.max_queued_per_user, generic.max_array_size, generic.open) == (3, 100, False)
+    assert generic.enabled  # enabled = True, started = False: qsub takes jobs, none run yet
 
 
 def test_pbsnodes_and_the_server_print_give_cores_resources_and_history():

@@ -125,7 +125,8 @@ def test_twin_generic_pbs_sweep_in_turn_each_variant_by_its_record_then_resume(
 
 
 def test_twin_generic_pbs_refuses_an_alcf_filesystems_request(lake, tmp_path):
-    """The generic server has no 'filesystems' resource: qsub refuses it as unknown (166)."""
+    """The generic server has no 'filesystems' resource: qsub refuses it as unknown, exit 187
+    as the third real server did (cases.md row 56; the first one exited 166)."""
     import subprocess
 
     script = tmp_path / "fs.sh"
@@ -134,7 +135,7 @@ def test_twin_generic_pbs_refuses_an_alcf_filesystems_request(lake, tmp_path):
     done = subprocess.run(["qsub", str(script)], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path)  # fmt: skip
     assert (done.returncode, done.stderr.strip()) == (
-        166,
+        187,
         "qsub: Unknown resource Resource_List.filesystems",
     )
 

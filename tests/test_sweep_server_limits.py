@@ -212,7 +212,7 @@ def test_twin_generic_pbs_unreadable_queue_says_once_the_limit_is_unknown_standi
     front = tmp_path / "front"
     front.mkdir()
     (front / "qstat").write_text(
-        '#!/bin/sh\ncase "$1" in -Q*|-B*) echo "qstat: cannot connect to server lake" >&2; '
+        '#!/bin/sh\ncase "$1" in -Q*|-B*) echo "qstat: Unauthorized Request" >&2; '
         f'exit 1;; esac\nexec {lake.bin / "qstat"} "$@"\n'
     )
     (front / "qstat").chmod(0o755)

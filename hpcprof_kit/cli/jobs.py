@@ -90,8 +90,11 @@ def wait_and_say(job) -> int:
     """Wait for ``job`` and print how it ended, with the scheduler's reason and what to do
     when it did not complete; the exit status ``submit --wait`` documents."""
     from hpcprof_kit.jobs.explain import can_never_run, explain, missing_report
+    from hpcprof_kit.jobs.late_records import settle
 
     state = job.wait(progress=sys.stderr.isatty())
+    if state != "COMPLETED":
+        settle(job)  # the scheduler's final comment and the staged stderr may come late
     code = job.exit_code
     print(f"state: {state}" + ("" if code is None else f" (exit code {code})"))
     if state == "COMPLETED":
@@ -127,7 +130,6 @@ def job_run_dir(text: str) -> Path:
     (``2``, ``2.server``, ``15[]``, ``15[3]``, ``1234_5``: ``jobs.job_ids``). An id that
     matches several runs (a whole array, a job running variants in turn, the same number on
     two schedulers) is a SubmitError that lists them."""
-    from hpcprof_kit.jobs.job_ids import run_has_id
     from hpcprof_kit.paths import runs_root
 
     try:
@@ -135,17 +137,7 @@ def job_run_dir(text: str) -> Path:
     except SubmitError:
         pass
     root = runs_root()
-    found = []
-    for manifest in [
-        *sorted(root.glob("*/manifest.json")),
-        *sorted(root.glob("*/*/manifest.json")),
-    ]:
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and run_has_id(text, data):
-            found.append((manifest.parent, data))
+    found = runs_with_id(text)
     if len(found) == 1:
         return found[0][0]
     if found:
@@ -161,6 +153,27 @@ def job_run_dir(text: str) -> Path:
         f"job id {text!r}; pass the run directory or job id that submit printed, or a name that "
         "'hpcprof-kit runs' lists (set HPCPROF_RUNS_DIR to the runs root it was made under)"
     )
+
+
+def runs_with_id(text: str) -> list[tuple[Path, dict]]:
+    """Every run under the runs root (sweeps' variants included) that answers to the job id
+    ``text`` (``jobs.job_ids``), with its manifest, in the order of their folders."""
+    from hpcprof_kit.jobs.job_ids import run_has_id
+    from hpcprof_kit.paths import runs_root
+
+    root = runs_root()
+    found = []
+    for manifest in [
+        *sorted(root.glob("*/manifest.json")),
+        *sorted(root.glob("*/*/manifest.json")),
+    ]:
+        try:
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and run_has_id(text, data):
+            found.append((manifest.parent, data))
+    return found
 
 
 def failure_lines(run_dir: Path, n: int = STDERR_LINES) -> list[str]:
@@ -207,7 +220,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("\n".join(never_submitted(path, data)))
         return 0
     job = Job.from_run_dir(path)
-    job.refresh()
+    job.refresh()  # a recent end's late comment and exit status re-read, too
     data = job.manifest
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
@@ -246,11 +259,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from hpcprof_kit.jobs import Job, list_runs
+    from hpcprof_kit.jobs.sweep_runs import sweep_rows
 
     rows = list_runs()
     for row in rows:  # refresh the ones still going, so the table is current
         if row.get("job_id") and row.get("state") in ("QUEUED", "RUNNING"):
             row["state"] = Job.from_run_dir(Path(row["run_dir"])).refresh()
+    rows += sweep_rows()  # each sweep, its variants (refreshed) under it
     header = ("RUN", "BACKEND", "JOB ID", "STATE", "EXIT")
     table = [header] + [
         (r["name"], r.get("backend", "-"), r.get("job_id", "-"), r.get("state", "-"),

@@ -6,7 +6,9 @@ otherwise read as an option); ``--dry-run`` prints the variants and the script t
 run, submitting and writing nothing (``render --vary`` alike); ``--resume SWEEP_DIR`` runs only
 the variants that are missing or did not complete (the job flags given with it, ``--walltime``,
 ``--queue``, ``--nodes``, ``--account``..., apply to them, not to a field the grid varies); ``hpcprof-kit sweep compare SWEEP_DIR``
-writes and prints ``comparison.csv``, which ``--wait`` prints at the end too.
+writes and prints ``comparison.csv``, which ``--wait`` prints at the end too; ``hpcprof-kit sweep
+cancel SWEEP_DIR`` ends every variant that has not ended (its array, or the job running them in
+turn). ``sweep`` prints the job ids it submitted.
 
 >>> from hpcprof_kit.cli import main
 >>> main(["sweep", "--system", "local", "--vary", "colour=red"])  # doctest: +SKIP
@@ -40,16 +42,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if len(words) != 2:
             raise SpecError("sweep compare takes one sweep directory: sweep compare SWEEP_DIR")
         return _compare(Sweep.load(words[1]), args.json)
+    if words[:1] == ["cancel"]:
+        if len(words) != 2:
+            raise SpecError("sweep cancel takes one sweep directory: sweep cancel SWEEP_DIR")
+        return _cancel(Sweep.load(words[1]))
     with _warnings_as_lines("sweep"):
         sweep = sweep_from_args(args)
         if args.dry_run:
             sys.stdout.write(sweep.preview(args.backend, args.max_concurrent))
             return 0
+        before = set(_job_ids(sweep)) if sweep.path is not None else set()
         sweep.run(backend=args.backend, wait=args.wait, max_concurrent=args.max_concurrent)
+    submitted = [j for j in _job_ids(sweep) if j not in before]
     failed = [i for i, s in _states(sweep).items() if s not in ("COMPLETED", "QUEUED", "RUNNING")]
     never = _never_runs(sweep) if args.wait else {}
     if args.json:
-        out = {"sweep_dir": str(sweep.path), "states": _states(sweep)}
+        out = {"sweep_dir": str(sweep.path), "job_ids": submitted, "states": _states(sweep)}
         if never:
             out["can_never_run"] = {str(i): said for i, said in never.items()}
         elif args.wait:  # every variant has ended: the comparison 'sweep compare' gives
@@ -57,6 +65,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         print(f"sweep {sweep.path}")
+        if submitted:
+            many = "s" if len(submitted) > 1 else ""
+            print(f"  submitted job{many}: {' '.join(submitted)} (hpcprof-kit sweep cancel "
+                  f"{sweep.path} ends every variant)")  # fmt: skip
         for entry in sweep.record()["variants"]:
             print(f"  {entry['index']:>3} {entry.get('state', 'NEW'):<10} {entry['label']}")
         if failed:
@@ -72,6 +84,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print()
             _compare(sweep, as_json=False)
     return NEVER_RUNS_EXIT if never else 1 if failed else 0
+
+
+def _job_ids(sweep) -> list[str]:
+    """The scheduler jobs holding the sweep's variants (none for the local backend, whose
+    ids name processes of this machine)."""
+    from hpcprof_kit.jobs.sweep_cancel import sweep_job_ids
+
+    return [j for j in sweep_job_ids(sweep) if not j.startswith("local-")]
+
+
+def _cancel(sweep) -> int:
+    """``sweep cancel DIR``: every variant that has not ended, then each one's state."""
+    from hpcprof_kit.jobs.sweep_cancel import cancel_sweep
+
+    states = cancel_sweep(sweep)
+    print(f"sweep {sweep.path}")
+    for entry in sweep.record()["variants"]:
+        print(f"  {entry['index']:>3} {states.get(entry['index'], entry.get('state', 'NEW')):<11}"
+              f" {entry['label']}")  # fmt: skip
+    return 0
 
 
 def _never_runs(sweep) -> dict[int, str]:

@@ -22,7 +22,9 @@ job local-... ended FAILED
 
 from __future__ import annotations
 
-from hpcprof_kit.jobs.backends import can_never_run, cancel_said
+import re
+
+from hpcprof_kit.jobs.backends import FINAL_STATES, RELEASE, can_never_run, cancel_said, is_held
 from hpcprof_kit.jobs.backends.outcome import read_job_end, signal_note
 
 __all__ = ["ADVICE", "can_never_run", "explain", "missing_report", "not_started_advice",
@@ -102,6 +104,58 @@ CLI_NEVER_RUNS_ADVICE = (
     "help: cancel it (hpcprof-kit cancel {run}) and submit again with a request that fits: "
     "fewer --nodes, a shorter --walltime, or another --queue"
 )
+# A job that could never start and was deleted before it ran: the same request would wait
+# for ever again (the reason is kept in the manifest, also when PBS keeps no history).
+DELETED_NEVER_RUNS_ADVICE = (
+    "it could never start as asked (the scheduler's reason above says why) and was deleted "
+    "before it ran: submitting the same request again would wait for ever; submit again with "
+    "a request that fits: fewer nodes, a shorter walltime, or another queue (JobSpec(nodes=..., "
+    "walltime=..., queue=...))"
+)
+CLI_DELETED_NEVER_RUNS_ADVICE = (
+    "it could never start as asked (the scheduler's reason above says why) and was deleted "
+    "before it ran: submitting the same request again would wait for ever; submit again with "
+    "a request that fits (hpcprof-kit submit --spec {run} with fewer --nodes, a shorter "
+    "--walltime, or another --queue)"
+)
+# A held job waits for a release, not for nodes. {release}: the scheduler's command.
+HELD_ADVICE = (
+    "it is held, so it waits for a release, not for nodes: release it ({release}) and wait "
+    "again with wait_for(job), or stop it with job.cancel()"
+)
+CLI_HELD_ADVICE = (
+    "it is held, so it waits for a release, not for nodes: release it ({release}), then look "
+    "again (hpcprof-kit explain {run}), or stop it with hpcprof-kit cancel {run}"
+)
+# A sweep variant that ended without completing: the sweep's resume reruns it (and only the
+# variants that did not complete), in the sweep's own folder. {sweep}: that folder.
+CLI_VARIANT_ADVICE = {
+    "FAILED": (
+        "read the stderr lines above ({run}/stderr holds all of it), fix the cause, then run "
+        "the sweep's unfinished variants again (hpcprof-kit sweep --resume {sweep})"
+    ),
+    "TIMEOUT": (
+        "the walltime ran out before the variant ended: run the sweep's unfinished variants "
+        "again with a longer walltime (hpcprof-kit sweep --resume {sweep} --walltime HH:MM:SS)"
+    ),
+    "CANCELLED": (
+        "it was cancelled (hpcprof-kit cancel, qdel or scancel) before it ended: run the "
+        "sweep's unfinished variants again (hpcprof-kit sweep --resume {sweep})"
+    ),
+    "LOST": (
+        "its process or scheduler record is gone and it left no exit record: run the sweep's "
+        "unfinished variants again (hpcprof-kit sweep --resume {sweep}); the note above says "
+        "what the kit last knew"
+    ),
+}
+VARIANT_ADVICE = {
+    state: words.replace("hpcprof-kit sweep --resume {sweep} --walltime HH:MM:SS",
+                         "Sweep.load({sweep!r}).run() with a longer walltime")
+    .replace("hpcprof-kit sweep --resume {sweep}", "Sweep.load({sweep!r}).run()")
+    .replace("({run}/stderr holds all of it)", "(job.tail(50, 'stderr') shows more)")
+    .replace("hpcprof-kit cancel, qdel or scancel", "job.cancel(), qdel or scancel")
+    for state, words in CLI_VARIANT_ADVICE.items()
+}  # fmt: skip
 NEEDS_RUN = "The cells below read this run's outputs: run them once the job has COMPLETED."
 
 # Why a vendor tracer leaves no report although the job ran to its end, per tool.
@@ -147,12 +201,23 @@ SLURM_REASONS = {
 PBS_COMMENTS = {
     "Can Never Run": "the request can never fit this server: ask for fewer nodes or another queue",
     "Not Running": "waiting: the comment names what it waits for",
+    "Job held by": "held (qhold): `qrls {job_id}` lets it run",
     "Subjob finished": "PBS's word for any subjob that left the queue, whether it ran or not",
 }
 
 
+# PBS's comment once it deleted a job that had not started ("Not Running: ... and terminated";
+# one that had started says "terminated by USER@HOST").
+TERMINATED = re.compile(r"^(Not Running|Can Never Run):.* and terminated$")
+
+
 def scheduler_meaning(reason: str, job_id: str = "ID") -> str:
     """Plain words for a Slurm ``Reason`` or a PBS ``comment`` the kit knows; else "".
+
+    >>> scheduler_meaning("Not Running: Not enough free nodes available and terminated")
+    'ended: the job was deleted (qdel) before it ran'
+    >>> scheduler_meaning("Job held by pbsuser on Thu Nov 26 10:00:00 2026", "7.pbshost")
+    'held (qhold): `qrls 7.pbshost` lets it run'
 
     >>> scheduler_meaning("JobHeldUser", "42")
     'held by its owner: `scontrol release 42` lets it run'
@@ -161,7 +226,13 @@ def scheduler_meaning(reason: str, job_id: str = "ID") -> str:
     """
     if reason in SLURM_REASONS:
         return SLURM_REASONS[reason].format(job_id=job_id)
-    return next((words for start, words in PBS_COMMENTS.items() if reason.startswith(start)), "")
+    if TERMINATED.search(reason):  # PBS's last word on a job deleted before it ran
+        if reason.startswith("Can Never Run"):
+            return ("ended: the request could never fit this server, and the job was deleted "
+                    "(qdel) before it ran")  # fmt: skip
+        return "ended: the job was deleted (qdel) before it ran"
+    said = next((words for start, words in PBS_COMMENTS.items() if reason.startswith(start)), "")
+    return said.format(job_id=job_id)
 
 
 def _scheduler_reason(job) -> str | None:
@@ -210,6 +281,8 @@ def explain(job, cli: bool = False) -> str:
     if reason:
         meaning = scheduler_meaning(reason, job.job_id)
         lines.append(f"  scheduler's reason: {reason}" + (f" ({meaning})" if meaning else ""))
+    elif ended and can_never_run(data.get("comment")):  # the server forgot it; the kit kept it
+        lines.append(f"  scheduler's last reason (kept by the kit): {data['comment']}")
     lines.append(f"  run directory: {job.run_dir}")
     err = job.tail(STDERR_LINES, "stderr")
     if state == "NOT_STARTED" and not err:
@@ -219,19 +292,38 @@ def explain(job, cli: bool = False) -> str:
         lines.extend(f"    | {line}" for line in err.splitlines())
     else:
         lines.append("  stderr is empty")
-    advice = CLI_ADVICE if cli else ADVICE
-    if state == "QUEUED" and can_never_run(reason):
-        said = CLI_NEVER_RUNS_ADVICE if cli else NEVER_RUNS_ADVICE
-        lines.append(f"  what to do: {said.format(run=job.run_dir)}")
-    elif state == "NOT_STARTED":
-        lines.append(f"  what to do: {not_started_advice(data, cli)}")
-    elif state in advice:
-        lines.append(f"  what to do: {advice[state].format(run=job.run_dir)}")
+    if (said := _advice(job, state, reason, cli)) is not None:
+        lines.append(f"  what to do: {said}")
     elif state == "COMPLETED" and (note := missing_report(job)) is not None:
         lines.append(note)
     if state != "COMPLETED" and not cli:
         lines.append(NEEDS_RUN)
     return "\n".join(lines)
+
+
+def _advice(job, state: str, reason: str | None, cli: bool) -> str | None:
+    """What to do next for ``job`` in ``state`` (None for a COMPLETED one): a request that can
+    never run is changed, not waited for or repeated; a held job is released; a sweep
+    variant is run again by its sweep's resume."""
+    data, run = job.manifest, job.run_dir
+    never = can_never_run(reason) or can_never_run(data.get("comment"))
+    if state == "QUEUED" and can_never_run(reason):
+        return (CLI_NEVER_RUNS_ADVICE if cli else NEVER_RUNS_ADVICE).format(run=run)
+    if state in ("CANCELLED", "LOST") and never and "sweep" not in data:
+        return (CLI_DELETED_NEVER_RUNS_ADVICE if cli else DELETED_NEVER_RUNS_ADVICE).format(run=run)
+    if state == "QUEUED" and (is_held(reason) or str(data.get("note", "")).startswith("held")):
+        release = RELEASE.get(getattr(job.backend, "name", ""), "the scheduler's release")
+        if reason == "JobHeldAdmin" or "administrator" in str(data.get("note", "")):
+            release = "ask the site's support: an administrator holds it"
+        said = CLI_HELD_ADVICE if cli else HELD_ADVICE
+        return said.format(run=run, release=release.format(job_id=job.job_id))
+    if state == "NOT_STARTED":
+        return not_started_advice(data, cli)
+    variant = CLI_VARIANT_ADVICE if cli else VARIANT_ADVICE
+    if data.get("sweep") and state in variant:
+        return variant[state].format(run=run, sweep=str(data["sweep"]))
+    advice = CLI_ADVICE if cli else ADVICE
+    return advice[state].format(run=run) if state in advice else None
 
 
 def not_started_advice(manifest: dict, cli: bool = False) -> str:
@@ -295,6 +387,10 @@ def wait_for(job, timeout: float | None = 600, progress: bool = True) -> str:
     'COMPLETED'
     """
     state = job.wait(timeout=timeout, progress=progress)
+    if state in FINAL_STATES and state != "COMPLETED":
+        from hpcprof_kit.jobs.late_records import settle
+
+        settle(job)  # the scheduler's final comment and the staged stderr may come late
     if state != "COMPLETED":
         print(explain(job))
     elif (note := missing_report(job)) is not None:

@@ -27,6 +27,7 @@ from hpcprof_kit.jobs.backends import (
     get_backend,
 )
 from hpcprof_kit.jobs.backends.pbs_outcome import in_turn
+from hpcprof_kit.jobs.late_records import late_changes, waits_for_late
 from hpcprof_kit.jobs.progress import progress_display, read_progress
 from hpcprof_kit.jobs.rundir import RunDir, now_iso
 
@@ -83,10 +84,13 @@ class Job:
 
         A scheduler that does not answer leaves the last known state in place, with the note
         "scheduler not answering since <time>"; a final state is never overwritten (another
-        process refreshing the same job may have recorded it first).
+        process refreshing the same job may have recorded it first): for a short while after
+        it, only the scheduler's late comment and exit status are taken (``late_records``).
         """
         data = self.run.manifest()
         if data.get("state") in FINAL_STATES:
+            if waits_for_late(data):  # the scheduler's final comment and exit status may follow
+                self._take_late_word()
             return data["state"]
         try:
             status = self.backend.poll(self.run_dir, self.job_id)
@@ -95,6 +99,16 @@ class Job:
             return self.run.amend(partial(_silent_changes, exc=exc))["state"]
         self.silent = False
         return self.run.amend(lambda current: _changes(current, status))["state"]
+
+    def _take_late_word(self) -> None:
+        """Ask the scheduler again about an ended job; only its comment and exit status are
+        taken (``late_records``)."""
+        try:
+            status = self.backend.poll(self.run_dir, self.job_id)
+        except SchedulerNotAnswering:
+            return
+        self.run.amend(lambda current: late_changes(current, status)
+                       if current.get("state") in FINAL_STATES else {})  # fmt: skip
 
     def wait(self, timeout: float | None = None, progress: bool = True) -> str:
         """Poll about once a second until the job ends (or ``timeout`` s pass); return the state.
@@ -190,7 +204,10 @@ def _changes(current: dict, status: Status) -> dict:
             changes["started_at"] = current.get("started_at") or changes["ended_at"]
     if status.note != current.get("note", "") and (status.note or "note" in current):
         changes["note"] = status.note  # the latest word: an old note would now mislead
-    if status.comment != current.get("comment", "") and (status.comment or "comment" in current):
+    # a server that forgot the job (no history) must not erase why it could never run
+    keep = status.state in FINAL_STATES and can_never_run(current.get("comment", ""))
+    said = status.comment != current.get("comment", "") and (status.comment or "comment" in current)
+    if said and not (keep and not status.comment):
         changes["comment"] = status.comment  # the scheduler's own word (PBS comment)
     if current.get("silent_since"):
         changes["silent_since"] = None  # the scheduler answers again

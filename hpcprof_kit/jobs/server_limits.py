@@ -8,7 +8,8 @@ A real PBS counts an array of N subjobs as N jobs against the queue's ``max_queu
 ``max_array_size``); where it does not, the kit reads ``qstat -Qf QUEUE`` and ``qstat -Bf``
 (both readable by every user) with the parsers of ``hpcprof_kit.systems.site_facts``. When the
 queue cannot be read, the sweep goes on as the record alone says, and one warning (once) says
-that the limit is unknown.
+that the limit is unknown; while the server cannot be reached at all, nothing is said: the
+submission meets the same server and its error is the one to read.
 
 >>> told = read_limits("workq", "Queue: workq\\n    max_queued = [u:PBS_GENERIC=1]\\n", None)
 >>> told.rules(), told.said["max_jobs_per_user"]
@@ -85,12 +86,31 @@ def ask_server(queue: str, query: Query = run_query) -> ServerLimits | None:
     """
     text = query(["qstat", "-Qf", queue])
     if text is None:
+        if query is run_query and server_down(["qstat", "-Qf", queue]):
+            return None  # the submission meets the same server and says so: no advice here
         _warn(_unknown(queue, f"qstat -Qf {queue} did not answer here"))
         return None
     found = read_limits(queue, text, query(["qstat", "-Bf"]))
     if found is None:
         _warn(_unknown(queue, f"qstat -Qf {queue} does not show that queue"))
     return found
+
+
+# What PBS clients say when their server cannot be reached (a real OpenPBS 23.06 server
+# stopped: "Connection refused", "cannot connect to server HOST (errno=15010)").
+_DOWN = re.compile(r"Connection refused|cannot connect to server|errno=15010")
+
+
+def server_down(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` (a qstat that just failed) fails because the server is unreachable,
+    rather than because it refused this query."""
+    import subprocess
+
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # no answer at all: the same as a server that is down
+    return done.returncode != 0 and bool(_DOWN.search(done.stderr + done.stdout))
 
 
 def _unknown(queue: str, why: str) -> str:

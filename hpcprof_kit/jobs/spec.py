@@ -30,6 +30,7 @@ from hpcprof_kit.jobs.resolved import (
     resolve_binding,
     resolve_tracing,
 )
+from hpcprof_kit.jobs.site_checks import check_site_record
 from hpcprof_kit.systems import System, load_system
 from hpcprof_kit.tracer_ranks import check_rank_selection
 from hpcprof_kit.tracers import check_tracer_options
@@ -281,6 +282,7 @@ class JobSpec:
                 f"filesystems {self.filesystems!r} is not a ':'-separated list of names "
                 f"(e.g. {sysrec.default_filesystems or 'home:flare'!r})"
             )
+        check_site_record(sysrec, queue.name, self.filesystems)
         self._check_tracer(sysrec, where)
         for key, value in self.env.items():
             if not (isinstance(key, str) and _ENV_KEY.match(key)):

@@ -335,8 +335,11 @@ def qdel(twin: Twin, args: list[str]) -> int:
                 os.kill(job["runner_pid"], signal.SIGTERM)
             twin.log("qdel", job_id=job_id)
             continue
-        if job["job_state"] == "Q" and not job.get("runner_pid"):
+        if job["job_state"] in ("Q", "H") and not job.get("runner_pid"):
             job.update(job_state="F", substate=DELETED, ended=time.time())
+            if str(job.get("comment", "")).startswith(("Can Never Run", "Not Running")):
+                # the scheduler's last word, as a real server ends it
+                job["comment"] += " and terminated"
             write_job(twin, job)
         else:
             job.update(job_state="E")
@@ -345,6 +348,44 @@ def qdel(twin: Twin, args: list[str]) -> int:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(job["runner_pid"], signal.SIGTERM)
         twin.log("qdel", job_id=job_id)
+    return 0
+
+
+def qhold(twin: Twin, args: list[str]) -> int:
+    """Hold queued jobs as ``qhold`` does: ``job_state`` H, comment "Job held by USER on
+    DATE" (as a real OpenPBS 23.06 server wrote it); the job starts only after ``qrls``. A
+    job that has begun is refused (the twin's choice: it models no checkpointing)."""
+    if server_down(twin, "qhold"):
+        return DOWN_EXIT
+    for job_id in [a for a in args if not a.startswith("-")]:
+        job = read_job(twin, job_id)
+        if job is None:
+            print(f"qhold: Unknown Job Id {job_id}", file=sys.stderr)
+            return 153
+        if job["job_state"] not in ("Q", "H") or job.get("runner_pid"):
+            print(f"qhold: Request invalid for state of job {job_id}", file=sys.stderr)
+            return 168
+        when = time.strftime("%a %b %d %H:%M:%S %Y")
+        job.update(job_state="H", comment=f"Job held by {twin.config['user']} on {when}")
+        write_job(twin, job)
+        twin.log("qhold", job_id=job_id)
+    return 0
+
+
+def qrls(twin: Twin, args: list[str]) -> int:
+    """Release held jobs (``qrls``): back to ``Q``, the hold's comment gone; the twin's
+    scheduler then starts them."""
+    if server_down(twin, "qrls"):
+        return DOWN_EXIT
+    for job_id in [a for a in args if not a.startswith("-")]:
+        job = read_job(twin, job_id)
+        if job is None:
+            print(f"qrls: Unknown Job Id {job_id}", file=sys.stderr)
+            return 153
+        if job["job_state"] == "H":
+            job.update(job_state="Q", comment="")
+            write_job(twin, job)
+        twin.log("qrls", job_id=job_id)
     return 0
 
 

@@ -10,6 +10,7 @@ as a MoM does.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -73,6 +74,61 @@ def _comment(job: dict, hosts: list[str], how: str) -> str:
     return f"Job run at {started} on ({hosts[0]}:ncpus=1) and {how}"
 
 
+# A generic server's scheduler on a job asking more nodes than it has: it stays queued with
+# this comment for good (as a real OpenPBS 23.06 server left a select=2 job on one node).
+NEVER_RUNS = "Can Never Run: Not enough total nodes available"
+
+
+# ... and on a job that must wait for the node another job holds (``exclusive_nodes``).
+NOT_RUNNING = "Not Running: Not enough free nodes available"
+
+
+def wait_to_start(twin: Twin, job_id: str, interval: float = 0.1) -> dict | None:
+    """The job once the twin's scheduler may start it: not while it is held (``qhold``,
+    ``H``), while scheduling is off, or ever when a generic server has fewer nodes than it
+    asks for (it stays ``Q``, "Can Never Run: ..."); on a generic server whose jobs take the
+    node whole (``exclusive_nodes``), not while another job runs there ("Not Running: Not
+    enough free nodes available"). None when it has left the table."""
+    while True:
+        job = read_job(twin, job_id)
+        if job is None or job["job_state"] == "F":
+            return job
+        if twin.server and job["nodes"] > len(twin.hosts) and job["job_state"] == "Q":
+            _say(twin, job, NEVER_RUNS)
+        elif job["job_state"] != "H" and Twin.open(twin.root).scheduling and (
+            not (twin.server or {}).get("exclusive_nodes") or _claim_node(twin, job_id)
+        ):
+            return read_job(twin, job_id)
+        time.sleep(interval)
+
+
+def _say(twin: Twin, job: dict, comment: str) -> None:
+    if job.get("comment") != comment:
+        job["comment"] = comment
+        write_job(twin, job)
+
+
+def _claim_node(twin: Twin, job_id: str) -> bool:
+    """Start ``job_id`` on the node if no other job holds it (one at a time: a lock)."""
+    import fcntl
+
+    with open(twin.root / "pbs" / "node.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        job = read_job(twin, job_id)
+        if job is None or job["job_state"] != "Q":
+            return False
+        others = [json.loads(p.read_text()) for p in (twin.root / "pbs" / "jobs").glob("*.json")]
+        busy = any(o["id"] != job_id and not o.get("array_id") and (
+            o["job_state"] in ("R", "E", "B") or (o.get("claimed") and o["job_state"] == "Q"))
+            for o in others)  # fmt: skip
+        if busy:
+            _say(twin, job, NOT_RUNNING)
+            return False
+        job.update(claimed=True, comment="")  # its runner starts it now
+        write_job(twin, job)
+        return True
+
+
 def run_job(twin: Twin, args: list[str]) -> int:
     """The execution side of one job: login shell, walltime, exit status (runs detached).
 
@@ -81,10 +137,12 @@ def run_job(twin: Twin, args: list[str]) -> int:
     (``kill_grace_s`` in the twin's config, PBS's ``kill_delay``: 10 s); the job is in state
     E meanwhile. The walltime kill writes PBS's line to the job's stderr and ends with
     Exit_status -29; a qdel ends with 271 (256 + SIGTERM) and "terminated by USER@HOST".
+    With ``stage_delay_s`` in the twin's config, the job first reads ended with the comment
+    from its start and its output not yet staged, for that long (a real OpenPBS 23.06 server
+    showed a failed job's stderr and final comment about 3 s after qstat showed it ended).
     """
-    job = read_job(twin, args[0])
-    assert job is not None
-    if job["job_state"] == "F":  # deleted while queued, before the runner started
+    job = wait_to_start(twin, args[0])
+    if job is None or job["job_state"] == "F":  # deleted while queued, before it started
         return 0
     if job.get("array"):
         return _run_array(twin, job)
@@ -189,6 +247,12 @@ def _run_single(twin: Twin, job: dict) -> int:
                     code = shell.wait(timeout=min(left, 0.2))
     finally:
         os.umask(old_umask)
+    delay = float(twin.config.get("stage_delay_s", 0.0))
+    if delay and not direct:  # ended, as qstat first shows it: its start's comment, no files
+        ended = read_job(twin, job["id"]) or job
+        ended.update(job_state="F", Exit_status=code, ended=time.time())
+        write_job(twin, ended)
+        time.sleep(delay)
     if not direct:
         for spooled, final in ((out_path, job["out"]), (err_path, job["err"])):
             Path(final).write_bytes(spooled.read_bytes())

@@ -39,7 +39,7 @@ def jobs_in(twin: Twin, queue: str) -> int:
     count = sum(
         len(j.get("remaining", [])) if j.get("array") else 1
         for j in live
-        if j["queue"] == queue and j["job_state"] in ("Q", "R", "B")
+        if j["queue"] == queue and j["job_state"] in ("Q", "H", "R", "B")
     )
     interactive = twin.config.get("interactive")
     return count + (1 if interactive and interactive["queue"] == queue else 0)

@@ -39,6 +39,7 @@ QSUB_EXITS = {
     "Job violates queue and/or server resource limits": 188,
     "Unknown resource": 166,
     "Illegal attribute or resource value": 187,
+    "Queue is not enabled": 173,
     "per-user limit": 38,
 }
 
@@ -190,13 +191,18 @@ def check_request(twin: Twin, record: System, req: JobRequest) -> None:
     if record.account_required and not req.account:
         raise Refused("qsub: Account_Name is required to be set.")
     if req.filesystems and "filesystems" not in getattr(record, "resources", ("filesystems",)):
-        raise Refused("qsub: Unknown resource Resource_List.filesystems")
+        # a generic server, as the third real one (cases.md row 56), exited 187 here; the
+        # first real server 166
+        raise Refused("qsub: Unknown resource Resource_List.filesystems",
+                      187 if twin.server else None)  # fmt: skip
     if record.default_filesystems and not req.filesystems:
         raise Refused("qsub: Resource: filesystems is required to be set.")
     if not req.walltime:
         raise Refused(f"qsub: Resource: walltime is required to be set. {TAG}")
     queue = req.queue or record.default_queue
     limits = queue_limits(twin, record, queue)
+    if twin.server and twin.server["queues"].get(queue, {}).get("enabled", True) is False:
+        raise Refused("qsub: Queue is not enabled")
     nodes = req.nodes or 1
     secs, most = walltime_seconds(req.walltime), walltime_seconds(limits["max_walltime"])
     shortest = walltime_seconds(

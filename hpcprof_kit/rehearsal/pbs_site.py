@@ -78,7 +78,8 @@ def qstat_queues(server: dict[str, Any], names: list[str]) -> list[str]:
             lines.append(f"    resources_min.walltime = {q['min_walltime']}")
         lines += ["    resources_assigned.mem = 0kb", "    resources_assigned.ncpus = 0",
                   "    resources_assigned.nodect = 0", "    hasnodes = True",
-                  "    enabled = True", "    started = True", ""]  # fmt: skip
+                  f"    enabled = {q.get('enabled', True) is not False}", "    started = True",
+                  ""]  # fmt: skip
         blocks.append("\n".join(lines))
     return blocks
 
@@ -117,7 +118,8 @@ def qmgr_print_server(server: dict[str, Any]) -> str:
             lines.append(f"set queue {name} resources_max.nodect = {q['max_nodes']}")
         if q.get("max_walltime"):
             lines.append(f"set queue {name} resources_max.walltime = {q['max_walltime']}")
-        lines += [f"set queue {name} enabled = True", f"set queue {name} started = True"]
+        lines += [f"set queue {name} enabled = {q.get('enabled', True) is not False}",
+                  f"set queue {name} started = True"]  # fmt: skip
     lines += ["#", "# Set server attributes.", "#", "set server scheduling = True",
               f"set server default_queue = {server['default_queue']}",
               "set server log_events = 511"]  # fmt: skip

@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpcprof_kit.rehearsal import pbs, pbs_job_start
 
     handlers = {"qsub": pbs.qsub, "qstat": pbs.qstat, "qdel": pbs.qdel,
+                "qhold": pbs.qhold, "qrls": pbs.qrls,
                 "pbs_rstat": pbs.pbs_rstat, "pbsnodes": pbs.pbsnodes, "qmgr": pbs.qmgr,
                 "pbs-run": pbs_job_start.run_job}  # fmt: skip
     if tool not in handlers:

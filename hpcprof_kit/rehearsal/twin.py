@@ -32,7 +32,7 @@ from hpcprof_kit.systems.modules import site_modules
 CONFIG = "twin.json"
 LOG = "log.jsonl"
 # Stand-in programs on the twin's default PATH (login and compute nodes alike).
-CLIENTS = ("qsub", "qstat", "qdel", "pbs_rstat", "pbsnodes", "qmgr", "mpiexec")
+CLIENTS = ("qsub", "qstat", "qdel", "qhold", "qrls", "pbs_rstat", "pbsnodes", "qmgr", "mpiexec")
 DEFAULT_PATH = "/usr/bin:/bin"  # what a PBS Pro job starts with (no -V): the system default
 TAG = "[site twin]"  # how every stand-in of the twin names itself in what it prints
 
@@ -78,6 +78,22 @@ class Twin:
         running carry on under their MoM; ``twin.json`` is replaced whole, so a client reading
         it meanwhile sees the old or the new state, never half of it."""
         self.config["server_down"] = down
+        self._write_config()
+
+    @property
+    def scheduling(self) -> bool:
+        """Whether the twin's scheduler starts queued jobs (PBS's server attribute
+        ``scheduling``; on unless ``set_scheduling(False)``)."""
+        return self.config.get("scheduling", True) is not False
+
+    def set_scheduling(self, on: bool) -> None:
+        """Turn the twin's scheduler on or off, as ``qmgr -c 'set server scheduling=False'``
+        does: while it is off a submitted job stays queued (``Q``), so a test can hold it,
+        delete it or read it before it could start."""
+        self.config["scheduling"] = on
+        self._write_config()
+
+    def _write_config(self) -> None:
         tmp = self.root / f".{CONFIG}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(self.config, indent=1))
         os.replace(tmp, self.root / CONFIG)
@@ -310,6 +326,8 @@ def build_generic(
     cores: int = 2,
     job_history: bool = False,
     kill_grace_s: float = 10.0,
+    stage_delay_s: float = 0.0,
+    exclusive_nodes: bool = False,
 ) -> Twin:
     """Build a twin of a small generic PBS cluster under ``root`` (which must not exist yet).
 
@@ -318,7 +336,10 @@ def build_generic(
     is the jobs one user may have queued, OpenPBS's ``[u:PBS_GENERIC=N]``), has no custom
     resource (a ``filesystems`` request is refused as unknown), no account rule, job history
     off unless ``job_history``, and one node with ``cores`` cores: this machine, on which the
-    real Hydra ``mpiexec`` starts the ranks. Its ``qstat -Qf``, ``pbsnodes -av`` and
+    real Hydra ``mpiexec`` starts the ranks; ``stage_delay_s``: how long an ended job shows
+    its start's comment and no output files before PBS stages them (see ``run_job``);
+    ``exclusive_nodes``: each job takes the node whole, so a second one waits ("Not Running:
+    Not enough free nodes available") while another runs. Its ``qstat -Qf``, ``pbsnodes -av`` and
     ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site init`` can write its record.
     The user's environment (a venv with the kit) lies in the twin's ``HOME``.
     """
@@ -341,10 +362,10 @@ def build_generic(
         "kit_python": sys.executable, "hydra": hydra, "site_python": "",
         "kit_venv": str(kit_venv), "hosts": [socket.gethostname()], "modules": [],
         "reservations": {}, "job_history": job_history, "kill_grace_s": kill_grace_s,
-        "interactive": None,
+        "stage_delay_s": stage_delay_s, "interactive": None,
         "server": {"name": name, "default_queue": default_queue or next(iter(queues)),
                    "queues": queues, "cores": cores, "job_history": job_history,
-                   "resources": []},
+                   "resources": [], "exclusive_nodes": exclusive_nodes},
     }  # fmt: skip
     twin = Twin(root, config)
     (root / CONFIG).write_text(json.dumps(config, indent=1))

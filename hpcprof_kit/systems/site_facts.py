@@ -46,6 +46,9 @@ class QueueFacts:
     max_array_size: int | None = None
     open: bool = True  # enabled and started (PBS), State=UP (Slurm)
     default: bool = False  # Slurm's Default=YES
+    # takes new jobs at all: PBS enabled (qsub refuses "Queue is not enabled" otherwise; a
+    # queue not started takes jobs and runs none yet), Slurm State not DRAIN / INACTIVE
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ def parse_pbs_queues(text: str) -> list[QueueFacts]:
                 max_queued_per_user=_per_user(attrs.get("max_queued")),
                 max_array_size=_int(attrs.get("max_array_size")),
                 open=all(attrs.get(flag, "True") == "True" for flag in ("enabled", "started")),
+                enabled=attrs.get("enabled", "True") == "True",
             )
         )
     return out
@@ -235,6 +239,7 @@ def parse_scontrol_partitions(text: str) -> list[QueueFacts]:
                 max_walltime=slurm_time(words.get("MaxTime")),
                 open=words.get("State", "UP") == "UP",
                 default=words.get("Default") == "YES",
+                enabled=words.get("State", "UP") not in ("DRAIN", "INACTIVE"),
             )
         )
     return out

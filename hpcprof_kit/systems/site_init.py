@@ -128,6 +128,8 @@ def _rule_lines(facts: ClusterFacts) -> list[str]:
         if per_user and per_user > 1:
             arrays = min(arrays or server.max_array_size or per_user, per_user)
         rules = []
+        if not q.enabled:
+            rules.append("enabled = false  # the scheduler says it takes no new jobs")
         if per_user:
             rules.append(f"max_jobs_per_user = {per_user}  # max_queued [u:PBS_GENERIC={per_user}]")
         if arrays and per_user != 1:
@@ -190,9 +192,14 @@ def record_text(facts: ClusterFacts, name: str) -> str:
         f"default_queue = {_q(_default_queue(facts))}",
     ]
     if "filesystems" in facts.server.resources:
-        lines.append(
-            "# The server defines a 'filesystems' resource; name yours here if jobs need it"
-        )
+        lines += [
+            "# The server defines a 'filesystems' resource; name yours here if jobs need it,",
+            "# EDIT: and list the names it takes (the server cannot say), e.g.",
+            '# valid_filesystems = ["home", "scratch"]',
+        ]
+    elif facts.scheduler == "pbs":
+        lines += ["# The server defines no 'filesystems' resource: qsub refuses -l filesystems",
+                  "valid_filesystems = []"]  # fmt: skip
     lines += ['default_filesystems = ""', 'default_binding = "none"', "vendor_tracers = []"]
     if facts.scheduler == "pbs" and cores:
         lines += [

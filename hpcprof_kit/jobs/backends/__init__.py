@@ -64,6 +64,34 @@ def can_never_run(reason: str | None) -> bool:
     return bool(reason) and (reason.startswith(NEVER_RUNS) or reason in SLURM_NEVER_RUNS)
 
 
+# A job its owner or an administrator holds waits for a release, not for nodes: PBS's
+# ``job_state`` H (comment "Job held by USER on ..."), Slurm's pending reasons below.
+PBS_HELD = "Job held by"
+SLURM_HELD = ("JobHeldUser", "JobHeldAdmin")
+HELD_NOTE = "held: it waits for a release ({release}), not for nodes"
+RELEASE = {"pbs": "qrls {job_id}", "slurm": "scontrol release {job_id}"}
+
+
+def is_held(reason: str | None) -> bool:
+    """Whether a queued job's scheduler reason says it is held.
+
+    >>> is_held("Job held by pbsuser on Thu Nov 26 10:00:00 2026"), is_held("JobHeldUser")
+    (True, True)
+    >>> is_held("Resources"), is_held(None)
+    (False, False)
+    """
+    return bool(reason) and (reason.startswith(PBS_HELD) or reason in SLURM_HELD)
+
+
+def held_note(scheduler: str) -> str:
+    """The note of a held job: how its scheduler releases it.
+
+    >>> held_note("pbs")
+    'held: it waits for a release (qrls), not for nodes'
+    """
+    return HELD_NOTE.format(release=RELEASE[scheduler].split(" {")[0])
+
+
 class SchedulerNotAnswering(Exception):
     """The scheduler could not be asked (a command failed or timed out) or gave a state the kit
     cannot map: the job keeps its last known state and is asked again later."""

@@ -106,6 +106,22 @@ def from_record(record: JobEnd, hosts: tuple[str, ...] = (), cancelled: bool = F
     return from_exit_code(record.exit_code, hosts, f"exit code from {JOB_END}")
 
 
+def unknown_cause(record: JobEnd, answer: Status) -> str:
+    """The note of a SIGTERM the scheduler no longer knows the cause of: a cancel, the time
+    limit and the program itself all leave the same record.
+
+    >>> print(unknown_cause(JobEnd(143, signal=15), Status(ENDED, note="Slurm no longer knows "
+    ...       "job 7")))  # doctest: +NORMALIZE_WHITESPACE
+    exit code 143, killed by signal 15 (SIGTERM) (job_end.json); the cause is unknown: Slurm no
+    longer knows job 7, and a cancel, the time limit or the program itself exiting 143 all
+    leave this record
+    """
+    return (f"exit code {record.exit_code}, {signal_note(signal.SIGTERM)} ({JOB_END}); the "
+            f"cause is unknown: {answer.note or 'the scheduler no longer knows the job'}, and a "
+            f"cancel, the time limit or the program itself exiting {record.exit_code} all leave "
+            "this record")  # fmt: skip
+
+
 def decided_by_record(record: JobEnd | None) -> Status | None:
     """The state the record settles on its own (a plain failure); None when it needs the
     scheduler's word (no record, exit 0, or a signal)."""
@@ -117,6 +133,8 @@ def decided_by_record(record: JobEnd | None) -> Status | None:
 def judge(record: JobEnd | None, answer: Status, cancelled: bool) -> Status:
     """One state from the job's own record and the scheduler's answer (see the module doc)."""
     if answer.state == ENDED:
+        if record is not None and record.killed_by == signal.SIGTERM and not cancelled:
+            return Status("FAILED", record.exit_code, answer.hosts, unknown_cause(record, answer))
         if record is not None:
             return from_record(record, answer.hosts, cancelled)
         if cancelled:

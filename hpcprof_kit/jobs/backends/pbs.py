@@ -22,6 +22,7 @@ from hpcprof_kit.jobs.backends import (
     Status,
     ask_to_cancel,
     cancel_accepted,
+    held_note,
     job_environment,
     run_command,
 )
@@ -210,6 +211,8 @@ def state_from_attributes(attrs: dict[str, str], cancelled: bool = False) -> Sta
             f"PBS reports job_state {letter or '(none)'!r}, which the kit does not map",
             what="state unknown",
         )
+    if letter == "H":  # qhold: it waits for qrls, not for nodes
+        return Status(mapped, None, hosts, held_note("pbs"), comment=said)
     if mapped != ENDED:
         return Status(mapped, None, hosts, comment=said)
     raw = attrs.get("Exit_status", attrs.get("exit_status"))

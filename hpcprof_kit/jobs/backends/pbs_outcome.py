@@ -15,7 +15,8 @@ The server's word is not always about this run (OpenPBS 23.06, seen on a real se
 
 So a variant's record decides (exit 0: COMPLETED; 1-128 without a signal: FAILED with its
 code); a record of a signal (143 / 15) asks the server, then PBS's stderr line, then the
-kit's cancel mark; a variant with no record and no output never started: NOT_STARTED, which a
+kit's accepted cancel; where none of them can say (history off), a SIGTERM is FAILED with a
+note that names the causes it could have had and that PBS kept no record; a variant with no record and no output never started: NOT_STARTED, which a
 sweep's ``--resume`` runs again.
 
 >>> ended = Status("CANCELLED", 1, (), "deleted (qdel)", "Subjob finished")
@@ -178,8 +179,13 @@ def _by_record(record: JobEnd, answer: Status, ev: Evidence) -> Status:
     own = decided_by_record(record) or from_exit_code(0, answer.hosts, f"exit code from {JOB_END}")
     said = answer.state if answer.state != ENDED else ""
     if said in FINAL_STATES and (said, answer.exit_code) != (own.state, own.exit_code):
-        why = ("its job's Exit_status is shared by every variant it ran" if ev.in_turn
-               else "PBS rewrites a finished subjob when its array is deleted")  # fmt: skip
+        if ev.in_turn:
+            why = "its job's Exit_status is shared by every variant it ran"
+        elif said == "CANCELLED":
+            why = "PBS rewrites a finished subjob when its array is deleted"
+        else:
+            why = ("PBS shows a finished subjob's Exit_status as 1 while its array lives "
+                   "when it keeps no job history")  # fmt: skip
         code = "" if answer.exit_code is None else f" {answer.exit_code}"
         return replace(own, hosts=answer.hosts,
                        note=f"{own.note}; PBS said {said}{code}, not this run's word: {why}")  # fmt: skip
@@ -205,10 +211,24 @@ def _by_signal(record: JobEnd, answer: Status, ev: Evidence) -> Status:
         return Status("CANCELLED", record.exit_code, answer.hosts,
                       f"cancelled by the kit (qdel); {JOB_END}: {signal_note(sig)}")  # fmt: skip
     if sig == SIGTERM:
-        return Status("CANCELLED", record.exit_code, answer.hosts,
-                      f"{signal_note(sig)} ({JOB_END}) and PBS wrote no walltime line: deleted "
-                      "with qdel; PBS keeps no history to say by whom")  # fmt: skip
+        return Status("FAILED", record.exit_code, answer.hosts, sigterm_unknown_cause(record))
     return judge(record, Status(ENDED, hosts=answer.hosts, note=answer.note), ev.cancelled)
+
+
+def sigterm_unknown_cause(record: JobEnd) -> str:
+    """The note for a SIGTERM whose cause PBS kept no record of (no job history): a qdel, the
+    walltime and the program itself all leave the same record, and only the first two are
+    the scheduler's to tell.
+
+    >>> print(sigterm_unknown_cause(JobEnd(143, signal=15)))  # doctest: +NORMALIZE_WHITESPACE
+    exit code 143, killed by signal 15 (SIGTERM) (job_end.json); the cause is unknown: a qdel,
+    the walltime (but PBS wrote no walltime line) or the program itself exiting 143 all leave
+    this record, and PBS kept no record of the job (no job history) to tell which
+    """
+    return (f"exit code {record.exit_code}, {signal_note(SIGTERM)} ({JOB_END}); the cause is "
+            "unknown: a qdel, the walltime (but PBS wrote no walltime line) or the program "
+            f"itself exiting {record.exit_code} all leave this record, and PBS kept no record "
+            "of the job (no job history) to tell which")  # fmt: skip
 
 
 def _never_started(answer: Status, ev: Evidence) -> Status:

@@ -24,6 +24,8 @@ from hpcprof_kit.jobs.backends import (
     ask_to_cancel,
     can_never_run,
     cancel_accepted,
+    held_note,
+    is_held,
     job_environment,
     run_command,
 )
@@ -36,6 +38,8 @@ from hpcprof_kit.jobs.backends.outcome import (
 )
 from hpcprof_kit.systems import System
 
+# A job an administrator holds: only they (or the site's support) can release it.
+ADMIN_HELD = "held by an administrator: it waits for their release, not for nodes"
 # Every state squeue, scontrol and sacct print (squeue(1) "JOB STATE CODES", and the state
 # flags of Slurm's job_state_codes page) -> the kit's state and what to tell the user.
 SLURM_STATES: dict[str, tuple[str, str]] = {
@@ -189,6 +193,9 @@ class SlurmBackend:
             status = state_from_fields({"JobState": words[0], "NodeList": words[1]})
             if status.state == "QUEUED" and can_never_run(words[2]):
                 return replace(status, comment=words[2])  # pending for good: a wait ends
+            if status.state == "QUEUED" and is_held(words[2]):
+                note = held_note("slurm") if words[2] == "JobHeldUser" else ADMIN_HELD
+                return replace(status, note=note, comment=words[2])
             if status.state in ("QUEUED", "RUNNING"):
                 return status
         shown = _ask(["scontrol", "show", "job", job_id, "-o"], self.command_timeout)
