@@ -205,8 +205,15 @@ def test_slurm_held_job_is_told_scontrol_release_not_waiting_for_nodes(
     for nodes; released, it runs. A job that fills the node keeps the kit's job pending until
     it is held (a gate file ends that job)."""
     gate = tmp_path / "gate"
-    blocker = cluster_env.run("sbatch", "--parsable", "--exclusive", "-o", "/dev/null",
-                              "--wrap", f"until [ -e {gate} ]; do sleep 0.1; done").stdout.strip()
+    blocker = cluster_env.run(
+        "sbatch",
+        "--parsable",
+        "--exclusive",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        f"until [ -e {gate} ]; do sleep 0.1; done",
+    ).stdout.strip()
     try:
         cluster_env.wait_state(blocker, "RUNNING")
         job = submit(tiny("slurm", "true"), backend="slurm")
@@ -214,12 +221,16 @@ def test_slurm_held_job_is_told_scontrol_release_not_waiting_for_nodes(
         said = _slurm_reason_set(cluster_env, job.job_id)
         assert said == "JobHeldUser"
         assert job.refresh() == "QUEUED"
-        assert job.manifest["note"] == "held: it waits for a release (scontrol release), not for nodes"
+        assert (
+            job.manifest["note"] == "held: it waits for a release (scontrol release), not for nodes"
+        )
         assert main(["explain", job.job_id]) == 0
         out = capsys.readouterr().out
         assert "waiting for nodes" not in out
-        assert (f"  scheduler's reason: JobHeldUser (held by its owner: `scontrol release "
-                f"{job.job_id}` lets it run)") in out.splitlines()
+        assert (
+            f"  scheduler's reason: JobHeldUser (held by its owner: `scontrol release "
+            f"{job.job_id}` lets it run)"
+        ) in out.splitlines()
         assert out.splitlines()[-1] == (
             f"  what to do: it is held, so it waits for a release, not for nodes: release it "
             f"(scontrol release {job.job_id}), then look again (hpcprof-kit explain "

@@ -39,8 +39,15 @@ UNKNOWN_CAUSE = (
 )
 
 
-def build(tmp_path, monkeypatch, history: bool, max_queued: int | None = None,
-          closed: bool = False, stage_delay_s: float = 0.0, exclusive: bool = False):
+def build(
+    tmp_path,
+    monkeypatch,
+    history: bool,
+    max_queued: int | None = None,
+    closed: bool = False,
+    stage_delay_s: float = 0.0,
+    exclusive: bool = False,
+):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
     ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
@@ -184,7 +191,8 @@ def test_11_12_18_19_twin_a_running_job_deleted(history, by_kit, request, tmp_pa
     elif by_kit:
         assert (state, job.exit_code) == ("CANCELLED", 143)
         assert job.manifest["note"] == (
-            "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)")
+            "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)"
+        )
     else:
         assert (state, job.exit_code, job.manifest["note"]) == ("FAILED", 143, UNKNOWN_CAUSE)
 
@@ -224,8 +232,10 @@ def test_14_15_21_twin_can_never_run_then_deleted_is_told_to_change_the_request(
     assert job.wait(timeout=120, progress=False) == "QUEUED"
     assert job.manifest["comment"] == CNR
     said = explain(job, cli=True)
-    assert f"  scheduler's reason: {CNR} (the request can never fit this server: ask for fewer " \
-           "nodes or another queue)" in said
+    assert (
+        f"  scheduler's reason: {CNR} (the request can never fit this server: ask for fewer "
+        "nodes or another queue)" in said
+    )
     assert "what to do: it can never start as asked" in said
     qdel(twin, job.job_id)
     state = job.wait(timeout=120, progress=False)
@@ -233,8 +243,10 @@ def test_14_15_21_twin_can_never_run_then_deleted_is_told_to_change_the_request(
     if history == "on":
         assert state == "CANCELLED"
         assert job.manifest["comment"] == f"{CNR} and terminated"
-        assert (f"  scheduler's reason: {CNR} and terminated (ended: the request could never fit "
-                "this server, and the job was deleted (qdel) before it ran)") in said
+        assert (
+            f"  scheduler's reason: {CNR} and terminated (ended: the request could never fit "
+            "this server, and the job was deleted (qdel) before it ran)"
+        ) in said
     else:
         assert state == "LOST"
         assert job.manifest["comment"] == CNR  # kept though the server forgot the job
@@ -267,9 +279,11 @@ def test_22_twin_a_held_job_is_told_qrls_then_runs(history, request, capsys):
     out = capsys.readouterr().out
     assert "waiting for nodes" not in out
     assert (f"(held (qhold): `qrls {job.job_id}` lets it run)") in out
-    assert (f"  what to do: it is held, so it waits for a release, not for nodes: release it "
-            f"(qrls {job.job_id}), then look again (hpcprof-kit explain {job.run_dir}), or stop "
-            f"it with hpcprof-kit cancel {job.run_dir}") in out
+    assert (
+        f"  what to do: it is held, so it waits for a release, not for nodes: release it "
+        f"(qrls {job.job_id}), then look again (hpcprof-kit explain {job.run_dir}), or stop "
+        f"it with hpcprof-kit cancel {job.run_dir}"
+    ) in out
     done = subprocess.run(["qrls", job.job_id], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert job.wait(timeout=120, progress=False) == "COMPLETED"
@@ -331,17 +345,20 @@ def test_23_42_twin_explain_of_a_job_running_variants_in_turn_lists_each(in_turn
     said = capsys.readouterr().out
     print(said)
     lines = said.splitlines()
-    assert lines[0] == (f"job {job_id} runs 3 variants of sweep {sweep_dir} in turn, one after "
-                        "another:")
+    assert lines[0] == (
+        f"job {job_id} runs 3 variants of sweep {sweep_dir} in turn, one after another:"
+    )
     states = [line.split()[2:5] for line in lines[1:4]]
     assert states == [["COMPLETED", "exit", "code"], ["FAILED", "exit", "code"],
                       ["COMPLETED", "exit", "code"]]  # fmt: skip
     assert [line.split()[5] for line in lines[1:4]] == ["0", "3", "0"]
     assert lines[4].startswith("  the job's own word: job_state F, Exit_status 1 (Job run at ")
     assert lines[4].endswith(" and failed)")
-    assert lines[-1] == (f"  what to do: hpcprof-kit explain RUN_DIR for one variant; "
-                         f"hpcprof-kit sweep --resume {sweep_dir} runs the 1 that did not "
-                         "complete again")
+    assert lines[-1] == (
+        f"  what to do: hpcprof-kit explain RUN_DIR for one variant; "
+        f"hpcprof-kit sweep --resume {sweep_dir} runs the 1 that did not "
+        "complete again"
+    )
 
 
 def test_twin_runs_lists_a_sweeps_variants_under_it(pbs_on, tmp_path, capsys):
@@ -356,7 +373,7 @@ def test_twin_runs_lists_a_sweeps_variants_under_it(pbs_on, tmp_path, capsys):
     parent = first_variant(sweep_dir)["array_job_id"]
     assert lines[at].split() == [f"{sweep_dir.name}/", "pbs", parent, "sweep:", "1",
                                  "COMPLETED,", "1", "FAILED", "-"]  # fmt: skip
-    variants = [line.split() for line in lines[at + 1: at + 3]]
+    variants = [line.split() for line in lines[at + 1 : at + 3]]
     assert [v[0].split("/")[0] for v in variants] == [sweep_dir.name] * 2
     assert [(v[1], v[3], v[4]) for v in variants] == [("pbs", "COMPLETED", "0"),
                                                       ("pbs", "FAILED", "3")]  # fmt: skip
@@ -377,7 +394,11 @@ def test_31_twin_sweep_cancel_ends_every_variant_of_the_array(history, request, 
     lines = out.splitlines()
     assert lines[0] == f"sweep {sweep_dir}"
     assert [line.split()[:2] for line in lines[1:]] == [
-        ["0", "COMPLETED"], ["1", "CANCELLED"], ["2", "CANCELLED"], ["3", "CANCELLED"]]
+        ["0", "COMPLETED"],
+        ["1", "CANCELLED"],
+        ["2", "CANCELLED"],
+        ["3", "CANCELLED"],
+    ]
     (deleted,) = [e["job_id"] for e in twin.events("qdel")]  # the array, once
     assert re.fullmatch(r"\d+\[\]\.pbshost-pbs-twin", deleted)
     runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
@@ -397,7 +418,10 @@ def test_43_44_twin_sweep_cancel_of_variants_in_turn_deletes_the_shared_job(in_t
     out = capsys.readouterr().out
     print(out)
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
-        ["0", "COMPLETED"], ["1", "CANCELLED"], ["2", "CANCELLED"]]
+        ["0", "COMPLETED"],
+        ["1", "CANCELLED"],
+        ["2", "CANCELLED"],
+    ]
     (deleted,) = [e["job_id"] for e in in_turn.events("qdel")]
     assert re.fullmatch(r"\d+\.pbshost-pbs-twin", deleted)
 
@@ -633,7 +657,9 @@ def second_waits(tmp_path, capsys) -> None:
         None, f"{NOT_RUNNING} and terminated")  # fmt: skip
     assert main(["explain", str(second.run_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert (f"  scheduler's reason: {NOT_RUNNING} and terminated (ended: the job was deleted "
-            "(qdel) before it ran)") in out
+    assert (
+        f"  scheduler's reason: {NOT_RUNNING} and terminated (ended: the job was deleted "
+        "(qdel) before it ran)"
+    ) in out
     assert not any("(waiting: the comment names what it waits for)" in line for line in out)
     assert out[0] == f"job {second.job_id} ended CANCELLED"

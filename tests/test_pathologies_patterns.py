@@ -31,6 +31,18 @@ def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _named(run_dir, kind: str) -> dict:
+    """The report's finding of ``kind`` on the run (the report a user runs on the trace)."""
+    from hpcprof_kit.traces.reporting.report import report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = report(run_dir / "traces")
+    found = {f["kind"]: f for f in rep.findings}
+    assert kind in found, (rep.time_lost.text(), sorted(found))
+    return found[kind]
+
+
 def _parts(run_dir):
     """Per rank and step, in ms: wall, busy (wall less the exposed communication: the time
     the rank did not wait for the others), the exposed communication and idle (no op)."""
@@ -65,6 +77,12 @@ def test_a_checkpoint_every_third_step_makes_those_steps_slow_on_every_rank(mpie
         assert (idle[[3, 6]] > 0.5 * extra).all(), ms
     # the checkpoints' folders were inside the run directory and are gone
     assert not list(run.glob("pathologies-saves-*"))
+    # the report names them: steps 3 and 6, every 3 steps, on both ranks, host time no op
+    # covers (the file write), and their cost in the run's time lost
+    slow = _named(run, "slow_steps")
+    assert slow["steps"] == [3, 6] and slow["ranks"] == [0, 1]
+    assert slow["evidence"]["period"] == 3
+    assert "host time with no traced op" in slow["summary"] and slow["lost_ms"] > 0
 
 
 STALL_MS = 80.0
@@ -85,6 +103,10 @@ def test_a_gc_pause_on_one_rank_is_idle_time_there_and_a_wait_on_the_other(mpiex
     # the other rank waits for it in the step's all-reduce
     assert ms.loc[(1, 5), "wait"] >= 0.5 * STALL_MS, ms
     assert ms.loc[(1, 5), "wait"] > stalled["wait"], ms
+    # the report names the stall: rank 0, step 5, at least the asked ms lost, never a straggler
+    stall = _named(tmp_path / "run", "host_stall")
+    assert (stall["ranks"], stall["steps"]) == ([0], [5])
+    assert stall["lost_ms"] >= 0.8 * STALL_MS
 
 
 @pytest.mark.mpi
@@ -102,6 +124,11 @@ def test_uneven_batches_make_a_slow_rank_that_changes_every_step(mpiexec, tmp_pa
     assert wait.idxmax(axis=1).tolist() == [1 - s % 2 for s in RECORDED], ms
     # the planted lead: the large batch's rank works ~1.7x as long (1.3x at least here)
     assert (busy.max(axis=1) > 1.3 * busy.min(axis=1)).all(), ms
+    # the report names a rotating slow rank, each step's right, not one rank's straggler
+    rot = _named(tmp_path / "run", "rotating_straggler")
+    by_step = {int(s): r for s, r in rot["evidence"]["slow_rank_by_step"].items()}
+    assert by_step and all(r == s % 2 for s, r in by_step.items())
+    assert len(by_step) * 2 >= len(RECORDED)
 
 
 def test_the_slow_rank_rotates_its_larger_batch():

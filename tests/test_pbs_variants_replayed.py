@@ -467,5 +467,7 @@ def test_history_off_a_running_variant_the_kit_cancelled_is_143_not_pbs_placehol
     run = variant(tmp_path, 1, "60[1].pbshost", "60[].pbshost", record=TERM_RECORD)
     kit_cancel(run, "60[1].pbshost")
     assert state(run) == (
-        "CANCELLED", 143, "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)"
+        "CANCELLED",
+        143,
+        "cancelled by the kit (qdel); job_end.json: killed by signal 15 (SIGTERM)",
     )

@@ -32,7 +32,9 @@ __all__ = ["LATE_S", "final_comment", "late_changes", "settle", "waits_for_late"
 LATE_S = 30.0  # how long after a final state the kit still takes a late comment / exit status
 # PBS's comment on a job it has finished: "Job run at ... and finished|failed|terminated by
 # USER@HOST|exceeded resource walltime"; a subjob's "Subjob finished".
-_FINAL = re.compile(r" and (finished|failed|terminated\b.*|exceeded resource \w+)$|^Subjob finished")
+_FINAL = re.compile(
+    r" and (finished|failed|terminated\b.*|exceeded resource \w+)$|^Subjob finished"
+)
 _STARTED = "Job run at "  # the comment of a job PBS has started and not yet finished
 
 

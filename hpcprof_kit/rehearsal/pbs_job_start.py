@@ -95,8 +95,10 @@ def wait_to_start(twin: Twin, job_id: str, interval: float = 0.1) -> dict | None
             return job
         if twin.server and job["nodes"] > len(twin.hosts) and job["job_state"] == "Q":
             _say(twin, job, NEVER_RUNS)
-        elif job["job_state"] != "H" and Twin.open(twin.root).scheduling and (
-            not (twin.server or {}).get("exclusive_nodes") or _claim_node(twin, job_id)
+        elif (
+            job["job_state"] != "H"
+            and Twin.open(twin.root).scheduling
+            and (not (twin.server or {}).get("exclusive_nodes") or _claim_node(twin, job_id))
         ):
             return read_job(twin, job_id)
         time.sleep(interval)

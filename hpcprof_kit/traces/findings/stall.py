@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcprof_kit.traces.findings.base import RULES, finding, rule
+from hpcprof_kit.traces.findings.steps import LIKE_SHARE
 from hpcprof_kit.traces.view.run_view import RunView
 
 
@@ -23,6 +24,8 @@ def stalled_cells(view: RunView):
     c = acc.cells
     least = RULES["host_stall"].threshold / 100 * acc.ideal_step_ms
     hit = (c["host_untraced"] >= least) & (c["host_untraced"] >= 0.5 * c["lost_ms"])
+    # a rank with a third of the step's worst stall or less was held up by it: not its own
+    hit &= c["host_untraced"] >= LIKE_SHARE * c.groupby("step")["host_untraced"].transform("max")
     ranks_in_step = c.groupby("step")["rank"].transform("size")
     hits_in_step = hit.groupby(c["step"]).transform("sum")
     alone = hits_in_step * 4 < ranks_in_step * 3 if c["rank"].nunique() > 1 else hit

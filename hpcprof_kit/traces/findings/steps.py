@@ -49,6 +49,7 @@ def no_warmup(view: RunView) -> list[dict]:
     ]  # fmt: skip
 
 
+LIKE_SHARE = 0.3  # a rank is slow like the others in a step with a third of the worst or more
 # the findings whose steps step_variance sets aside: they explain those steps' time
 EXPLAINING = ("straggler", "rotating_straggler", "slow_steps", "host_stall")
 
@@ -119,7 +120,7 @@ def _what(view: RunView, parts: dict[str, float], steps) -> str:
     """The extra time of slow steps in words: a copy to the host, host time with no op..."""
     bits = []
     copy_ms = parts.get("blocking_copy_sync", 0.0)
-    if copy_ms > 0:
+    if copy_ms > 0.05 * sum(max(v, 0.0) for v in parts.values()):
         rows = view.sig[view.sig["step"].isin(list(steps))] if len(view.sig) else view.sig
         mb = float(rows.groupby("step")["d2h_bytes"].median().median()) / 1e6 if len(rows) \
             and "d2h_bytes" in rows else 0.0  # fmt: skip
@@ -132,11 +133,12 @@ def _what(view: RunView, parts: dict[str, float], steps) -> str:
         "launch_gaps": "tiny kernels launched one by one",
         "host_untraced": "host time with no traced op",
     }
+    total = sum(max(v, 0.0) for v in parts.values())
     for part, label in labels.items():
-        if parts.get(part, 0.0) > 0:
+        if parts.get(part, 0.0) > 0.05 * total:  # what the extra time mostly was
             bits.append(f"{parts[part]:.1f} ms of {label}")
     text = ", then ".join(bits) if bits else "time no part of the account explains"
-    if copy_ms > 0 and parts.get("host_untraced", 0.0) > 0:
+    if bits and "copy" in bits[0] and parts.get("host_untraced", 0.0) > 0:
         text += ": a checkpoint or a host-side save?"
     return text
 
@@ -144,10 +146,11 @@ def _what(view: RunView, parts: dict[str, float], steps) -> str:
 @rule(
     "slow_steps",
     definition="the same steps slow on every rank: 3 in 4 ranks lose their own time in the "
-    "step (the what-if account's named parts, not waiting for other ranks), periodic or "
+    "step (the what-if account's named parts, not waiting for other ranks), for the same "
+    "main part and a third of the step's worst or more, periodic or "
     "one-off; the first step alone is no_warmup's. Value: the median rank's, % of the ideal "
     "step",
-    threshold=10.0,
+    threshold=20.0,
     unit="% of the ideal step",
     noise="each rank's cell beyond the account's noise floor: 3 x the spread (the faster "
     "half) of what its named parts leave of the cells' wall times, and 2 % of the ideal step",
@@ -169,7 +172,10 @@ def slow_steps(view: RunView) -> list[dict]:
     # kernels beside another's stall are two problems, not one slow step)
     own_parts = [p for p in LOST_PARTS[:-1] if p != "waiting_for_ranks"]
     main = c[own_parts].idxmax(axis=1)
-    hit = (c["own"] > least) & ~c["within_noise"]
+    # and alike: a rank that lost a third of the step's worst or less only waited on, or
+    # after, the others (a stall on one rank, not a slow step on every one)
+    alike = c["own"] >= LIKE_SHARE * c.groupby("step")["own"].transform("max")
+    hit = (c["own"] > least) & ~c["within_noise"] & alike
     same = main.where(hit).groupby(c["step"]).agg(lambda m: m.value_counts().max() if
                                                   m.notna().any() else 0)  # fmt: skip
     share = same / c.groupby("step")["rank"].size()

@@ -266,7 +266,8 @@ def account(view: Any) -> TimeLost:
                    _floors(part, ideal_wall, rows))  # fmt: skip
     busy = wall - part["exposed_comm"]
     named = sum(a[p] for p in LOST_PARTS[:-1])
-    cell_floor, step_floor = _noise(wall, named, step, busy, ideal_wall)
+    cell_floor = _noise(wall, named, ideal_wall)
+    step_floor = cell_floor  # a step is judged by its cells' noise: its ranks' walls may part
     cells = _cells(a, wall, ideal_wall, cell_floor)
     cells.insert(0, "step", step)
     cells.insert(0, "rank", rank)
@@ -354,20 +355,13 @@ def _cells(a, wall, ideal_wall, floor) -> pd.DataFrame:
     return out
 
 
-def _noise(wall, named, step, busy, ideal_wall) -> tuple[float, float]:
-    """The noise floors of a cell's and a step's lost time: 3 x the spread (the faster half)
-    of what the named parts leave of the cells' and the steps' wall times, so slow steps and
-    slow ranks the account explains do not widen it; at least ``FLOOR_SHARE`` of the ideal."""
-    import pandas as pd
-
-    least = FLOOR_SHARE * ideal_wall
-    rest = wall - named
-    frame = pd.DataFrame({"step": step, "wall": wall, "named": named, "busy": busy})
-    per = frame.groupby("step")
-    critical = frame.loc[per["busy"].idxmax(), ["step", "named"]].set_index("step")["named"]
-    step_rest = per["wall"].median() - critical
-    return (max(NOISE_TIMES * spread(rest), least),
-            max(NOISE_TIMES * spread(step_rest.to_numpy(dtype=float)), least))  # fmt: skip
+def _noise(wall, named, ideal_wall) -> float:
+    """The noise floor of a cell's and a step's lost time: 3 x the spread (the faster half)
+    of what the named parts leave of the cells' wall times, so slow steps and slow ranks the
+    account explains do not widen it; at least ``FLOOR_SHARE`` of the ideal step. (Not of the
+    steps' own wall times: where a rank's slow step spills into another's next one, its
+    ranks' walls part, and their median is no step's.)"""
+    return max(NOISE_TIMES * spread(wall - named), FLOOR_SHARE * ideal_wall)
 
 
 def _steps(cells: pd.DataFrame, busy: np.ndarray, ideal_wall: float, floor: float):
