@@ -136,8 +136,8 @@ def _not_named_yet(view: RunView, waits: pd.DataFrame) -> pd.DataFrame:
     waits = waits[pd.MultiIndex.from_frame(waits[["rank", "step"]]).isin(rows)]
     if not view.found.get("synchronize_in_step") or view.gaps is None or not len(view.gaps):
         return waits
-    named = view.gaps[view.gaps["idle_after_ns"] > 0]
-    seen = pd.MultiIndex.from_frame(named[["rank", "ts_ns"]])
+    # every sync call the rule read, whether or not the device idled after it on this rank
+    seen = pd.MultiIndex.from_frame(view.gaps[["rank", "ts_ns"]])
     return waits[~pd.MultiIndex.from_frame(waits[["rank", "ts_ns"]]).isin(seen)]
 
 
