@@ -60,6 +60,14 @@ def straggler(view: RunView) -> list[dict]:
                for st in f["steps"]}  # fmt: skip
     clear &= np.array([(int(ranks[t]), int(st)) not in stalled for t, st in zip(top, steps,
                        strict=True)], dtype=bool)  # fmt: skip
+    # and beyond the what-if account's noise in that cell: a lead the account calls noise
+    # costs the run nothing, and a finding never says otherwise
+    cells_lost = view.time_lost.cells
+    if cells_lost is not None:
+        quiet = cells_lost[cells_lost["within_noise"]]
+        noisy = set(zip(quiet["rank"].tolist(), quiet["step"].tolist(), strict=True))
+        clear &= np.array([(int(ranks[t]), int(st)) not in noisy for t, st in zip(top, steps,
+                           strict=True)], dtype=bool)  # fmt: skip
     counts = np.bincount(top[clear], minlength=len(ranks))
     lead = int(np.argmax(counts))
     rest = clear & (top != lead)
