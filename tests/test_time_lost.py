@@ -222,3 +222,45 @@ def test_a_gpu_queue_filling_ramp_is_left_out_and_named():
     assert any(n.startswith("steps 101, 102 rise towards the steady") for n in acc.notes)
     assert acc.steps["step"].tolist() == [103, 104, 105]
     assert acc.lost_ms == 0 and acc.noise_ms < 3
+
+
+def _node_run(tmp_path: Path, slow: list[int], placed: bool) -> Path:
+    """An 8-rank run whose ``slow`` ranks compute 1.5x longer in every step, written as a run
+    directory (a manifest naming two hosts, a spec of 4 ranks per node) or as bare traces."""
+    import json
+
+    from hpcprof_kit.traces.corpus import Problem, Run
+
+    run = Run(ranks=8, steps=6, seed=11, problems=[Problem("straggler", slow, list(range(6)),
+                                                           1.5)])  # fmt: skip
+    run_dir = tmp_path / ("run" if placed else "bare")
+    run.write(run_dir / "traces")
+    if placed:
+        (run_dir / "manifest.json").write_text(json.dumps({"hosts": ["n0", "n1"]}))
+        (run_dir / "spec.json").write_text(json.dumps({"ranks_per_node": 4}))
+        return run_dir
+    return run_dir / "traces"
+
+
+def test_slow_ranks_of_one_node_are_one_finding_with_the_node(tmp_path):
+    rep = report(_node_run(tmp_path, [4, 5, 6, 7], placed=True))
+    stragglers = [f for f in rep.findings if f["kind"] == "straggler"]
+    assert len(stragglers) == 1
+    f = stragglers[0]
+    assert f["ranks"] == [4, 5, 6, 7] and f["steps"] == list(range(6))
+    assert f["evidence"]["node"] == "n1" and f["evidence"]["ranks_on_node"] == [4, 5, 6, 7]
+    assert "all on node n1 (every rank of it)" in f["summary"]
+    assert not any(f["kind"] == "rotating_straggler" for f in rep.findings)
+
+
+def test_no_group_is_guessed_where_the_placement_is_unknown(tmp_path):
+    rep = report(_node_run(tmp_path, [4, 5, 6, 7], placed=False))
+    kinds = {f["kind"] for f in rep.findings}
+    assert not kinds & {"straggler", "rotating_straggler"}  # neither one rank, nor rotating
+    assert "several ranks are slow together" in rep.findings.coverage["straggler"]
+    assert "manifest" in rep.findings.coverage["straggler"]
+
+
+def test_slow_ranks_on_two_nodes_are_no_node_group(tmp_path):
+    rep = report(_node_run(tmp_path, [3, 4], placed=True))
+    assert not any("node" in f["evidence"] for f in rep.findings if f["kind"] == "straggler")

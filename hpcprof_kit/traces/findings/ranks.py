@@ -24,6 +24,7 @@ RANK_NOISE_TIMES = 4.0  # a straggler's lead must beat this many times the ranks
 # one rank is the straggler when it is the slowest in this share of the steps with a clear
 # slowest rank (and two of them at least); else, in three steps or more, the slowest rotates
 SAME_RANK_SHARE = 0.7
+TOGETHER = 0.25  # a slowest rank ahead of the next by under this share of its lead: a group
 FOLDED = 0.42  # the spread (time_lost.spread) of |Z| for a normal Z: 0.42 of its sigma
 
 
@@ -40,7 +41,9 @@ def _busy_grid(view: RunView):
     "straggler",
     definition="the rank the others wait for: in a step, the rank that works longest before "
     "the collective, by more than the threshold and 4 x the ranks' own spread; the same rank "
-    "in two steps or more (persistent when in half of them or more, else intermittent). "
+    "in two steps or more (persistent when in half of them or more, else intermittent); or, "
+    "where the run directory says where each rank ran, two ranks or more of one node slow "
+    "together in two steps or more, as one finding. "
     "Value: its cost (how long the others wait) as % of the step, median over its steps",
     threshold=5.0,
     unit="% of step",
@@ -53,21 +56,18 @@ def straggler(view: RunView) -> list[dict]:
     cells, walls = _busy_grid(view)
     if cells.shape[1] < 2:
         return []
+    group = _node_group(view, cells, walls)
+    if group is not None:  # the steps a node's ranks made slow together are theirs
+        cells, walls = cells.drop(index=group["steps"]), walls.drop(index=group["steps"])
+        return [group, *_one_rank(view, cells, walls)] if len(cells) else [group]
+    return _one_rank(view, cells, walls)
+
+
+def _one_rank(view: RunView, cells, walls) -> list[dict]:
+    """The straggler, or the rotating one, of the steps in ``cells``."""
     top, cost, clear, walls_ms, saved = _clear_leads(cells, walls)
     ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
-    # a step whose slowest rank stalled with no op is host_stall's, not a straggler's
-    stalled = {(int(r), int(st)) for f in view.found.get("host_stall", []) for r in f["ranks"]
-               for st in f["steps"]}  # fmt: skip
-    clear &= np.array([(int(ranks[t]), int(st)) not in stalled for t, st in zip(top, steps,
-                       strict=True)], dtype=bool)  # fmt: skip
-    # and beyond the what-if account's noise in that cell: a lead the account calls noise
-    # costs the run nothing, and a finding never says otherwise
-    cells_lost = view.time_lost.cells
-    if cells_lost is not None:
-        quiet = cells_lost[cells_lost["within_noise"]]
-        noisy = set(zip(quiet["rank"].tolist(), quiet["step"].tolist(), strict=True))
-        clear &= np.array([(int(ranks[t]), int(st)) not in noisy for t, st in zip(top, steps,
-                           strict=True)], dtype=bool)  # fmt: skip
+    clear = _beyond_noise(view, ranks, steps, top, clear)
     counts = np.bincount(top[clear], minlength=len(ranks))
     lead = int(np.argmax(counts))
     rest = clear & (top != lead)
@@ -80,6 +80,16 @@ def straggler(view: RunView) -> list[dict]:
         value = float(np.median(pct(cost[mine], walls_ms[mine])))
         return [_straggler_finding(view, int(ranks[lead]), steps[mine], cost[mine], value,
                                    len(steps), saved[mine])]  # fmt: skip
+    if clear.any() and float(np.median(saved[clear])) < TOGETHER * float(np.median(cost[clear])):
+        # the slowest rank leads the next one by little of its lead over the median: several
+        # ranks are slow together; which node they share needs the run's placement
+        together = sorted({int(r) for r in ranks[top[clear]]})
+        view.coverage["straggler"] = (
+            f"several ranks are slow together (the slowest of them: {together}, each step "
+            "barely ahead of the next): a group, not one rank; where they ran is unknown "
+            "(load the run directory, whose manifest names its hosts), so no group finding"
+        )
+        return []
     if clear.sum() >= 3 and (counts > 0).sum() >= 2:
         value = float(np.median(pct(cost[clear], walls_ms[clear])))
         view.coverage["straggler"] = ("no one straggler: the slowest rank changes from step "
@@ -193,6 +203,80 @@ def _clear_leads(cells, walls):
     return top, cost, clear, walls_ms, saved
 
 
+def _node_group(view: RunView, cells, walls) -> dict | None:
+    """One finding for ranks of one node slow together: in two steps or more, two ranks or
+    more lead the median rank by the threshold and 4 x the ranks' spread (the faster half's,
+    so the group does not widen it), every one of them on the same host. None when the run's
+    placement is unknown (traces outside a run directory): no group is guessed."""
+    from hpcprof_kit.traces.table.placement import node_of
+
+    if not view.placement or cells.shape[1] < 3:
+        return None
+    grid = cells.to_numpy(dtype=float)
+    ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
+    med = np.nanmedian(grid, axis=1, keepdims=True)
+    noise = np.array([spread(row) for row in grid])[:, None]
+    walls_ms = walls.to_numpy(dtype=float)[:, None]
+    slow = (grid - med >= 0.01 * RULES["straggler"].threshold * walls_ms) & (
+        grid - med > RANK_NOISE_TIMES * noise)  # fmt: skip
+    hosts = [node_of(view.placement, int(r)) for r in ranks]
+    by_node: dict[str, list[int]] = {}
+    for i in range(len(steps)):
+        mine = np.flatnonzero(slow[i])
+        on = {hosts[j] for j in mine}
+        if mine.size >= 2 and len(on) == 1 and None not in on:
+            by_node.setdefault(next(iter(on)), []).append(i)
+    if not by_node:
+        return None
+    host, rows = max(by_node.items(), key=lambda kv: len(kv[1]))
+    if len(rows) < 2:
+        return None
+    members = sorted({int(ranks[j]) for i in rows for j in np.flatnonzero(slow[i])})
+    on_node = [int(r) for r, h in zip(ranks, hosts, strict=True) if h == host]
+    inside = np.isin(ranks, members)
+    lead = [float(np.nanmedian(grid[i, inside] - med[i, 0])) for i in rows]
+    saved = [max(0.0, float(np.nanmin(grid[i, inside]) - np.nanmax(grid[i, ~inside])))
+             for i in rows]  # fmt: skip
+    value = float(np.median([100 * c / walls_ms[i, 0] for c, i in zip(lead, rows,
+                                                                       strict=True)]))  # fmt: skip
+    when = [int(steps[i]) for i in rows]
+    evidence = {
+        "node": host,
+        "ranks_on_node": on_node,
+        "steps": when,
+        "cost_ms_by_step": {s: round(c, 3) for s, c in zip(when, lead, strict=True)},
+        "saved_if_typical_ms_by_step": {s: round(v, 3) for s, v in zip(when, saved,
+                                                                       strict=True)},
+        "placement": f"{view.placement['ranks_per_node']} ranks per node, in blocks",
+    }  # fmt: skip
+    every = "every rank of it" if members == on_node else f"{len(members)} of its {len(on_node)}"
+    return finding(
+        "straggler", members, when, value,
+        f"ranks {', '.join(map(str, members))}, all on node {host} ({every}), work "
+        f"{float(np.median(lead)):.3f} ms a step longer than the median rank before the "
+        f"collective in steps {', '.join(map(str, when))}, and the other ranks wait for them: "
+        "a cause on that node",
+        evidence, gain_ms=float(np.sum(lead)) / max(1, view.n_steps),
+        advice=f"Look at node {host}: other jobs or processes on it (top, nvidia-smi or "
+        "xpu-smi), its GPUs' clocks and temperature, its CPU binding (notebook 07) and its "
+        "network link; rerun without it (exclude the host) to confirm.",
+    )  # fmt: skip
+
+
+def _beyond_noise(view: RunView, ranks, steps, top, clear) -> np.ndarray:
+    """``clear`` less the steps whose slowest rank stalled with no op (host_stall's, not a
+    straggler's) and those whose slowest rank's cell the what-if account calls noise: a lead
+    the account calls noise costs the run nothing, and no finding or table says otherwise."""
+    stalled = {(int(r), int(st)) for f in view.found.get("host_stall", []) for r in f["ranks"]
+               for st in f["steps"]}  # fmt: skip
+    cells_lost = view.time_lost.cells
+    if cells_lost is not None:
+        quiet = cells_lost[cells_lost["within_noise"]]
+        stalled |= set(zip(quiet["rank"].tolist(), quiet["step"].tolist(), strict=True))
+    keep = [(int(ranks[t]), int(st)) not in stalled for t, st in zip(top, steps, strict=True)]
+    return clear & np.array(keep, dtype=bool)
+
+
 def straggler_steps(view: RunView) -> dict[int, list[int]]:
     """The steps in which each rank is the straggler by the rule's own test (its lead beats the
     threshold and the ranks' noise), by rank; a rank never clearly last is absent. What the
@@ -202,6 +286,7 @@ def straggler_steps(view: RunView) -> dict[int, list[int]]:
         return {}
     top, _cost, clear, _walls, _saved = _clear_leads(cells, walls)
     ranks, steps = np.asarray(cells.columns), np.asarray(cells.index)
+    clear = _beyond_noise(view, ranks, steps, top, clear)
     found: dict[int, list[int]] = {}
     for k in np.flatnonzero(clear):
         found.setdefault(int(ranks[top[k]]), []).append(int(steps[k]))

@@ -149,7 +149,14 @@ def load(
     for f, part in zip(files, found, strict=True):
         _emit(f, part.meta)
     check_one_run(files, found)
-    return join(found)
+    table = join(found)
+    if not isinstance(path_or_dir_or_glob, (list, tuple)):
+        from hpcprof_kit.traces.table.placement import read_placement
+
+        placed = read_placement(path_or_dir_or_glob)
+        if placed is not None:  # where each rank ran: the run directory's record
+            table.attrs["placement"] = placed
+    return table
 
 
 def _emit(path: Path, meta: dict) -> None:

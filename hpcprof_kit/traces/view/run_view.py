@@ -187,6 +187,13 @@ class RunView:
         return self.sig.set_index(["rank", "step"])
 
     @cached_property
+    def placement(self) -> dict | None:
+        """Where each rank ran (``{"hosts", "ranks_per_node"}``, from the run directory the
+        traces were loaded from: :mod:`~hpcprof_kit.traces.table.placement`); None when
+        unknown."""
+        return None if self.table is None else self.table.attrs.get("placement")
+
+    @cached_property
     def stepped(self) -> bool:
         return bool((self.b["step"] >= 0).any())
 
