@@ -5,8 +5,9 @@ Each attendee gets a run of their own from the corpus of problem runs
 (:mod:`hpcprof_kit.traces.corpus`), or, for one seed in three, from the patterns that come and
 go (:mod:`hpcprof_kit.traces.corpus_patterns`: a slow rank that changes from step to step,
 slow steps on every rank, one rank's host stall): the seed comes from the user name unless the
-learner sets one, and every seed's run has 2 or 3 problems. The check says, item by item, what is right and
-what is not yet, with a hint where to look; it never names a problem the learner did not.
+learner sets one, and every seed's run has 2 or 3 problems. The check says, item by item, what
+is right and what is not yet, with a hint where to look; it never names a problem the learner
+did not.
 The key of each run is the instructors' (:mod:`hpcprof_kit.validate.answers`), which no notebook
 imports.
 
