@@ -152,7 +152,7 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
         "check_diagnosis": {
             "text": [rf"\[(?:{_FINDING})\] ranks \[", rf"(?:{_FINDING})\W{{0,40}}on ranks \["],
             "code": ["report", "find", "findings", "rank_steps", "stragglers", "answer_key",
-                     "_capstone_run", "corpus_run"],
+                     "_capstone_run", "corpus_run", "pattern_run", "time_lost"],
             "from_run": "diagnosis_patterns",
         },
         "check_recorded": {  # the section-4 report above it is of the attendee's own run
