@@ -196,7 +196,9 @@ UNSTABLE = "not stable on this machine: run it again"
 @dataclass
 class Repeated:
     """A comparison measured again until each variant's verdict came out the same twice in a
-    row (:func:`repeat_until_stable`): every repeat's table, and per variant its verdicts."""
+    row (:func:`repeat_until_stable`): every repeat's table, and per variant its verdicts. A
+    repeat may measure only the baseline and the variants whose verdict had not held yet: a
+    variant's verdicts are those of the runs that measured it."""
 
     tables: list[pd.DataFrame]
     seconds: float = 0.0
@@ -211,14 +213,18 @@ class Repeated:
         return str(self.table.attrs["baseline"])
 
     def variants(self) -> list[str]:
-        return [str(n) for n in self.table.index if n != self.baseline]
+        return [str(n) for n in self.tables[0].index if n != self.baseline]
+
+    def _runs(self, name: str) -> list[int]:
+        """The numbers (from 1) of the runs that measured ``name``."""
+        return [k + 1 for k, t in enumerate(self.tables) if name in t.index]
 
     def verdicts(self, name: str) -> list[str]:
-        """``name``'s verdict in each repeat, in order."""
-        return [difference(t, name) for t in self.tables]
+        """``name``'s verdict in each repeat that measured it, in order."""
+        return [difference(self.tables[k - 1], name) for k in self._runs(name)]
 
     def stable(self, name: str) -> bool:
-        """Whether the last two repeats gave ``name`` the same verdict."""
+        """Whether the last two repeats that measured ``name`` gave it the same verdict."""
         found = self.verdicts(name)
         return len(found) >= 2 and found[-1] == found[-2]
 
@@ -239,12 +245,13 @@ class Repeated:
         unit = self.table.attrs.get("unit", "ms")
         lines = []
         for name in self.variants():
+            runs = self._runs(name)
             if self.stable(name):
-                k = len(self.tables)
-                lines.append(f"{_verdict(self.table, name)} The same in runs {k - 1} and {k}.")
+                last = self.tables[runs[-1] - 1]
+                lines.append(f"{_verdict(last, name)} The same in runs {runs[-2]} and {runs[-1]}.")
                 continue
-            rows = [t.loc[name] for t in self.tables]
-            base = [t.loc[self.baseline] for t in self.tables]
+            rows = [self.tables[k - 1].loc[name] for k in runs]
+            base = [self.tables[k - 1].loc[self.baseline] for k in runs]
             ratios = ", ".join(f"{r['ratio']:.2f}" for r in rows)
             lines.append(
                 f"{name} vs {self.baseline}: {UNSTABLE} (verdicts by run: "
@@ -257,7 +264,7 @@ class Repeated:
 
 
 def repeat_until_stable(
-    measure: Callable[[], Mapping[str, Sequence[float]]],
+    measure: Callable[..., Mapping[str, Sequence[float]]],
     *,
     first: Mapping[str, Sequence[float]] | None = None,
     most: int = 3,
@@ -267,9 +274,13 @@ def repeat_until_stable(
 ) -> Repeated:
     """Measure a comparison until every variant's verdict is the same in two runs in a row, at
     most ``most`` runs (two at least: one verdict alone has not held), starting no third or
-    later run that would end past ``time_limit_s`` (judged by the longest run so far). ``measure()`` returns fresh samples (a sweep run again);
-    ``first`` is a run already made, counted as the first. A variant whose verdict did not
-    hold is "not stable on this machine: run it again", with its spread across the runs.
+    later run that would end past ``time_limit_s`` (judged by the longest run so far).
+    ``measure()`` returns fresh samples (a sweep run again); a ``measure(names)`` that takes
+    one argument is given the variants to run: the baseline and those whose verdict has not
+    held yet (from the third run, only those that flipped; None in a first run it makes:
+    every variant), so a repeat re-runs no variant that already holds. ``first`` is a run
+    already made, counted as the first. A variant whose verdict did not hold is "not stable on this machine: run it
+    again", with its spread across the runs.
 
     >>> runs = iter([{"a": [10, 11, 12], "b": [5, 6, 7]}, {"a": [10, 11, 12], "b": [13, 14, 15]},
     ...              {"a": [10, 11, 12], "b": [14, 15, 16]}])
@@ -281,17 +292,29 @@ def repeat_until_stable(
     b vs a: not stable on this machine: run it again (verdicts by run: faster, slower; medians
     across runs 6.00-14.00 ms vs 11.00-11.00 ms; ratios 0.55, 1.27).
     """
+    import inspect
+
     start = time.monotonic()
     tables, longest = [], 0.0
     if first is not None:
         tables.append(compare_variants(first, baseline=baseline, unit=unit))
     result = Repeated(tables)
+    try:
+        chooses = len(inspect.signature(measure).parameters) == 1
+    except (TypeError, ValueError):  # a builtin or a C callable: no signature to read
+        chooses = False
     while len(tables) < max(most, 2):
         elapsed = time.monotonic() - start
         if len(tables) >= 2 and time_limit_s is not None and elapsed + longest > time_limit_s:
             break
         began = time.monotonic()
-        tables.append(compare_variants(measure(), baseline=baseline, unit=unit))
+        if chooses and tables:
+            again = [n for n in result.variants() if not result.stable(n)]
+            samples = measure([result.baseline, *again])
+        else:
+            samples = measure(None) if chooses else measure()  # None: every variant
+        base = baseline if baseline is not None or not tables else result.baseline
+        tables.append(compare_variants(samples, baseline=base, unit=unit))
         longest = max(longest, time.monotonic() - began)
         if len(tables) >= 2 and all(result.stable(n) for n in result.variants()):
             break

@@ -73,3 +73,34 @@ def test_notebook_08_repeats_its_comparison_and_its_bfloat16_line_follows_it():
     assert "repeat_until_stable(" in code and "configs = repeated.table" in code
     assert "print(noise_verdict(configs))" not in code
     assert "{repeated.verdict('bfloat16 x1')}" in code and "difference(configs" not in code
+
+
+def test_a_third_run_measures_only_the_baseline_and_the_variants_that_flipped():
+    held = [3.0, 3.1, 3.2, 3.05, 3.15]  # faster in every run: its verdict holds after two
+    runs = [{"float32 x1": EAGER, "float32 x2": [29.0, 30.0, 31.0, 30.5, 29.5], "held": held},
+            {"float32 x1": EAGER, "float32 x2": [4.0, 4.2, 4.4, 4.1, 4.3]}]  # fmt: skip
+    asked = []
+
+    def measure(names):
+        asked.append(list(names))
+        out = runs[len(asked) - 1] if len(asked) == 1 else runs[1]
+        return {n: out[n] for n in names}
+
+    first = {**FLIPPED[0], "held": held}
+    result = repeat_until_stable(measure, first=first, most=3)
+    # the second run measures every variant; the third only the baseline and the flipped one
+    assert asked == [["float32 x1", "float32 x2", "held"], ["float32 x1", "float32 x2"]]
+    assert result.verdicts("held") == ["faster", "faster"] and result.stable("held")
+    assert result.verdicts("float32 x2") == ["faster", "slower", "faster"]
+    assert result.verdict("float32 x2") == UNSTABLE
+    text = str(result)
+    assert "held is faster than float32 x1" in text and "The same in runs 1 and 2." in text
+    assert f"float32 x2 vs float32 x1: {UNSTABLE} (verdicts by run: faster, slower, faster" in text
+
+
+def test_notebook_05_repeats_eager_and_the_exercise_s_variant_only():
+    nb = nbformat.read(REPO / "notebooks" / "05_reading_traces.ipynb", as_version=4)
+    code = next(c.source for c in nb.cells if "repeat_until_stable(run_again" in c.source)
+    assert "def run_again(labels):" in code  # the repeat runs only the variants it is given
+    assert 'compared = ["--compile-where=none", "--compile-where=ddp"]' in code
+    assert "first = {label: sweep.step_samples()[label] for label in compared}" in code

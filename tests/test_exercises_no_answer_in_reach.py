@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 MODULES = sorted(p.stem for p in (REPO / "hpcprof_kit" / "exercises").glob("nb[0-9][0-9].py"))
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 WORKED_SEED = 14  # the capstone run docs/instructors.md works through
+PATTERN_SEED = 0  # its worked run of the patterns (a rotating slow rank, slow steps)
 # The names that gave answers before the key moved out of the exercise modules.
 FORMER = {"answer_key", "recorded_answer", "notebook_answer", "second_trace_answer",
           "my_trace_answer", "polaris_answer", "my_devices_answer", "my_rendezvous_answer",
@@ -28,8 +29,9 @@ FORMER = {"answer_key", "recorded_answer", "notebook_answer", "second_trace_answ
           "comm_share", "HIDDEN", "ANSWERS"}  # fmt: skip
 # A name that says it holds or gives an answer
 ANSWER_NAME = re.compile(r"(?i)answer|(^|_)key(_|$)|hidden|solution|truth")
-# What a function is called with: the notebooks' own parameters, where a name needs one
-NOTEBOOK_ARGS = {"seed": WORKED_SEED}
+# What a function is called with: the notebooks' own parameters, where a name needs one (each
+# set in turn: the capstone's seed of a corpus run, then of a pattern run)
+NOTEBOOK_ARGS = ({"seed": WORKED_SEED}, {"seed": PATTERN_SEED})
 
 
 def _public(name: str) -> dict[str, object]:
@@ -40,7 +42,11 @@ def _public(name: str) -> dict[str, object]:
 def _answer_texts() -> list[str]:
     """Every fixed answer as a notebook or a reply would print it, and the worked seed's key."""
     found = [a if isinstance(a, str) else repr(a) for _, _, a in answers.course_key()]
-    return [*found, repr(answers.answer_key(WORKED_SEED))]
+    return [
+        *found,
+        *(repr(answers.answer_key(s)) for s in (WORKED_SEED, PATTERN_SEED)),
+        repr(answers.answer_key(PATTERN_SEED)["rotating_straggler"]),
+    ]
 
 
 def shows_an_answer(text: str, module: str) -> list[str]:
@@ -65,8 +71,9 @@ def _what_it_shows(name: str, value: object) -> list[str]:
         return texts  # a verdict, or a function the module imported from elsewhere
     needed = [p.name for p in inspect.signature(value).parameters.values()
               if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]  # fmt: skip
-    if set(needed) <= set(NOTEBOOK_ARGS):
-        texts.append(repr(value(**{p: NOTEBOOK_ARGS[p] for p in needed})))
+    for args in NOTEBOOK_ARGS if needed else NOTEBOOK_ARGS[:1]:
+        if set(needed) <= set(args):
+            texts.append(repr(value(**{p: args[p] for p in needed})))
     return texts
 
 
@@ -102,6 +109,8 @@ def test_the_search_finds_an_answer_where_one_is():
     assert shows_an_answer(repr(answers.answer_key(WORKED_SEED)), "nb09") == [
         "{'data_loading': ('all', 'all'), 'straggler': ([0], [3, 5, 7])}"
     ]
+    # a pattern run's key, or its rotating slow rank per step alone
+    assert shows_an_answer(repr({0: 2, 4: 0, 5: 7}), "nb09") == ["{0: 2, 4: 0, 5: 7}"]
     assert shows_an_answer("Correct - every rank sits next to its GPU", "nb07") == []
 
 
@@ -130,6 +139,7 @@ def test_each_check_still_accepts_the_key_s_answer(capsys):
     assert nb07.check_polaris_list(answers.answer_polaris_list()) is True
     assert nb09.check_recorded(answers.answer_recorded()) is True
     assert nb09.check_diagnosis(answers.answer_key(WORKED_SEED), WORKED_SEED) is True
+    assert nb09.check_diagnosis(answers.answer_key(PATTERN_SEED), PATTERN_SEED) is True
     replies = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Correct")]
     assert replies == [
         "Correct - well done! With wait=1, warmup=1, active=2 the trace holds ProfilerStep#2 and #3.",
@@ -144,4 +154,5 @@ def test_each_check_still_accepts_the_key_s_answer(capsys):
         "Correct - every rank sits next to its GPU, no core shared or reserved.",
         "Correct - all 3 problems of the H100 run, with their ranks and steps.",
         "Correct - both problems of run 14, with their ranks and steps.",
+        "Correct - both problems of run 0, with their ranks and steps.",
     ]

@@ -110,11 +110,12 @@ def test_notebook_06_renders_the_dynolog_recipe_and_says_the_file_trigger_stands
 
 def test_notebook_09_names_every_problem_the_corpus_plants_and_stores_the_sweep_it_runs():
     from hpcprof_kit.jobs import JobSpec
-    from hpcprof_kit.traces.corpus import KINDS
+    from hpcprof_kit.traces.corpus import KINDS, PATTERNS
 
     nb = _nb("09_capstone_diagnosis.ipynb")
     (table,) = [c.source for c in nb.cells if "| problem | what happens |" in c.source]
-    assert sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)) == sorted(KINDS)
+    named = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert sorted(named) == sorted((*KINDS, *PATTERNS))  # the patterns in a table of their own
     preview = _stored_output(nb, "# NBVAL_CHECK_OUTPUT\nfrom hpcprof_kit.jobs import JobSpec")
     args = ["--steps", "16", "--loader-ms", "40"]  # the notebook's, as the learner runs them
     spec = JobSpec(system="local", example="pathologies", ranks_per_node=2, args=args)

@@ -6,6 +6,8 @@ hpcprof-kit validate --system aurora --account MYPROJ # as a batch job on Aurora
 hpcprof-kit validate --check-clean                    # what a stored notebook may hold
 hpcprof-kit validate --strip notebooks/04_x.ipynb     # clear all but checked outputs
 hpcprof-kit validate --answers --seed 14              # the exercises' answer key
+hpcprof-kit validate --timing                         # the day's time table
+hpcprof-kit validate --timing --measure               # run each notebook headless, time it
 """
 
 from __future__ import annotations
@@ -44,7 +46,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=int, help="with --answers: also the key of notebook 09's run of SEED"
     )
+    parser.add_argument(
+        "--timing", action="store_true", help="print the workshop day's time table (instructors)"
+    )
+    parser.add_argument(
+        "--measure", action="store_true", help="with --timing: run each notebook headless first"
+    )
     return parser
+
+
+def _timing(notebooks: list[str] | None, measure: bool) -> int:
+    from hpcprof_kit.validate import day
+
+    folder = Path(notebooks[0]) if notebooks else Path("notebooks")
+    if measure:
+        measured = day.measure(folder)
+        print("MACHINE_S = " + json.dumps(measured, indent=4))
+        rows = [day.row(p, measured) for p in sorted(folder.glob("[0-9][0-9]_*.ipynb"))]
+    else:
+        rows = day.day_rows(folder)
+    print(day.table_markdown(rows) + "\n\n" + day.day_text(rows))
+    return 0 if day.core_minutes(rows) <= day.CORE_LIMIT_MIN else 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.check_clean:
         return _check_clean(args.notebooks)
+    if args.timing:
+        return _timing(args.notebooks, args.measure)
     # With --json, stdout holds only the JSON; progress lines go to stderr.
     progress = sys.stderr if args.json else sys.stdout
 

@@ -19,9 +19,9 @@ import re
 from typing import Any
 
 from hpcprof_kit.exercises.nb09 import SYMPTOMS
-from hpcprof_kit.traces.corpus import KINDS
+from hpcprof_kit.traces.corpus import KINDS, PATTERNS
 
-_FINDING = "|".join((*KINDS, *SYMPTOMS))
+_FINDING = "|".join((*KINDS, *PATTERNS, *SYMPTOMS))
 
 # What would give each check's answer away in its notebook, by exercise module and check
 # (tests/test_exercises_hidden.py, tests/nbval_hidden.py): "text" patterns no markdown or output
@@ -152,7 +152,7 @@ HIDDEN: dict[str, dict[str, dict[str, Any]]] = {
         "check_diagnosis": {
             "text": [rf"\[(?:{_FINDING})\] ranks \[", rf"(?:{_FINDING})\W{{0,40}}on ranks \["],
             "code": ["report", "find", "findings", "rank_steps", "stragglers", "answer_key",
-                     "_capstone_run", "corpus_run"],
+                     "_capstone_run", "corpus_run", "pattern_run", "time_lost"],
             "from_run": "diagnosis_patterns",
         },
         "check_recorded": {  # the section-4 report above it is of the attendee's own run
@@ -279,12 +279,20 @@ def comm_share(table, dtype: str = "float32", world_size: int = 2) -> float:
     return _nb("nb08")._comm_share(table, dtype, world_size)
 
 
-def answer_key(seed: int) -> dict[str, tuple[Any, Any]]:
+def answer_key(seed: int) -> dict[str, Any]:
     """Notebook 09: the key of ``seed``'s run: kind -> (ranks, steps), ``"all"`` where a
-    problem touches every rank or every step."""
+    problem touches every rank or every step; a rotating straggler's ``{step: rank}`` (the
+    slow rank of each of its steps).
+
+    >>> answer_key(0)
+    {'rotating_straggler': {0: 2, 4: 0, 5: 7}, 'slow_steps': ('all', [2, 5])}
+    """
     run = _nb("nb09")._capstone_run(seed)
     key = {}
     for p in sorted(run.key(), key=lambda p: p["kind"]):
+        if p["kind"] == "rotating_straggler":
+            key[p["kind"]] = dict(p["slow_rank_by_step"])
+            continue
         ranks = "all" if p["ranks"] == list(range(run.ranks)) else p["ranks"]
         steps = "all" if p["steps"] == list(range(run.steps)) else p["steps"]
         key[p["kind"]] = (ranks, steps)
