@@ -189,9 +189,11 @@ class TimeLost:
         lost = self.steps[self.steps["lost_ms"] > 0]
         for row in lost.itertuples(index=False):
             top = max(LOST_PARTS, key=lambda p: getattr(row, p))
+            who = ("every rank lost its own time" if row.every_rank
+                   else f"rank {row.rank} the others waited for")  # fmt: skip
             lines.append(
-                f"  step {row.step}: {row.lost_ms:.1f} ms lost (rank {row.rank} the others "
-                f"waited for; mostly {top}, {getattr(row, top):.1f} ms)"
+                f"  step {row.step}: {row.lost_ms:.1f} ms lost ({who}; mostly {top}, "
+                f"{getattr(row, top):.1f} ms on rank {row.rank})"
             )
         within = n - len(lost)
         if within:
@@ -366,7 +368,9 @@ def _noise(wall, named, ideal_wall) -> float:
 
 def _steps(cells: pd.DataFrame, busy: np.ndarray, ideal_wall: float, floor: float):
     """Per step (wall ms): the step's wall time (the median of its ranks'), its lost time over
-    the ideal step's beyond ``floor``, split as the cell of the rank the others waited for."""
+    the ideal step's beyond ``floor``, split as the cell of the rank the others waited for;
+    ``every_rank`` when 3 in 4 of its ranks lost their own time alike (a slow step, not one
+    slow rank)."""
     import pandas as pd
 
     c = cells.assign(busy=busy)
@@ -377,7 +381,10 @@ def _steps(cells: pd.DataFrame, busy: np.ndarray, ideal_wall: float, floor: floa
         lost = actual - ideal_wall
         beyond = lost > floor
         named = beyond and float(critical["lost_ms"]) > 0  # else the rest is unexplained
-        row = {"step": int(s), "rank": int(critical["rank"]), "actual_ms": actual}
+        own = g["lost_ms"] - g["waiting_for_ranks"]
+        alike = (own > 0) & (own >= 0.5 * float(own.max())) if len(g) > 1 else own > 0
+        row = {"step": int(s), "rank": int(critical["rank"]), "actual_ms": actual,
+               "every_rank": bool(len(g) > 1 and beyond and alike.mean() >= 0.75)}  # fmt: skip
         parts = {p: float(critical[p]) if named else 0.0 for p in LOST_PARTS[:-1]}
         lost = lost if beyond else 0.0
         parts["unexplained"] = lost - sum(parts.values())
