@@ -6,29 +6,16 @@ steps or ranks of the same run with each other, never with a clock of the test's
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import warnings
 
 import pytest
+from test_pathologies import _run  # the app under mpiexec with the profiler's schedule
 
 from hpcprof_kit import traces
 from hpcprof_kit.apps.pathologies import batch_sizes, gc_stall, main
 from hpcprof_kit.traces.analyses.breakdown import step_breakdown
 
-PROFILE = ["--profile", "--prof-wait", "0", "--prof-warmup", "1", "--prof-active", "7",
-           "--prof-repeat", "1"]  # fmt: skip
 RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up step
-
-
-def _run(mpiexec, run_dir, *flags: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["HPCPROF_RUN_DIR"] = str(run_dir)
-    run_dir.mkdir(parents=True)
-    cmd = [mpiexec, "-n", "2", sys.executable, "-m", "hpcprof_kit.apps.pathologies", *flags,
-           *PROFILE]  # fmt: skip
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def _named(run_dir, kind: str) -> dict:

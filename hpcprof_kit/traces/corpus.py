@@ -183,14 +183,11 @@ class Run:
         return directory
 
 
-def corpus_run(seed: int, problems: int | None = None, max_ranks: int = 16) -> Run:
-    """The run of ``seed``: 4-16 ranks (at most ``max_ranks``: a smaller run of the same
-    draw), 6-10 steps, CUDA (H100) or XPU (Max 1550) names, 2-5 % jitter, and ``problems``
-    planted problems (0-3, drawn when None) of distinct kinds, each on random ranks and steps
-    with a random size."""
-    rng = np.random.default_rng(seed)
-    run = Run(
-        ranks=min(int(rng.integers(4, 17)), max_ranks),
+def drawn_run(rng: np.random.Generator, seed: int, least_ranks: int, max_ranks: int) -> Run:
+    """A run's shape drawn from ``rng``: ``least_ranks``-16 ranks (at most ``max_ranks``),
+    6-10 steps, CUDA or XPU names, 2-5 % jitter, its GEMMs, batch and gradient buckets."""
+    return Run(
+        ranks=min(int(rng.integers(least_ranks, 17)), max_ranks),
         steps=int(rng.integers(6, 11)),
         flavour=str(rng.choice(["cuda", "cuda", "xpu"])),
         jitter=float(rng.uniform(0.02, 0.05)),
@@ -201,6 +198,15 @@ def corpus_run(seed: int, problems: int | None = None, max_ranks: int = 16) -> R
         buckets=int(rng.integers(2, 5)),
         bucket_mb=float(rng.uniform(10, 40)),
     )
+
+
+def corpus_run(seed: int, problems: int | None = None, max_ranks: int = 16) -> Run:
+    """The run of ``seed``: 4-16 ranks (at most ``max_ranks``: a smaller run of the same
+    draw), 6-10 steps, CUDA (H100) or XPU (Max 1550) names, 2-5 % jitter, and ``problems``
+    planted problems (0-3, drawn when None) of distinct kinds, each on random ranks and steps
+    with a random size."""
+    rng = np.random.default_rng(seed)
+    run = drawn_run(rng, seed, 4, max_ranks)
     n = int(rng.integers(0, 4)) if problems is None else problems
     kinds = [k for k in KINDS if run.flavour == "cuda" or k not in NOT_ON_XPU]
     everyone, all_steps = list(range(run.ranks)), list(range(run.steps))

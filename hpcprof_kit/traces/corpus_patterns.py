@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcprof_kit.traces.corpus import PATTERNS, Problem, Run
+from hpcprof_kit.traces.corpus import PATTERNS, Problem, Run, drawn_run
 
 
 def pattern_run(seed: int, max_ranks: int = 16, clean_share: float = 0.15) -> Run:
@@ -29,18 +29,7 @@ def pattern_run(seed: int, max_ranks: int = 16, clean_share: float = 0.15) -> Ru
     names, 2-5 % jitter, and 1-3 of :data:`PATTERNS` (none in ``clean_share`` of the seeds),
     each with random ranks, steps and size."""
     rng = np.random.default_rng(seed + 7_000_001)
-    run = Run(
-        ranks=min(int(rng.integers(2, 17)), max_ranks),
-        steps=int(rng.integers(6, 11)),
-        flavour=str(rng.choice(["cuda", "cuda", "xpu"])),
-        jitter=float(rng.uniform(0.02, 0.05)),
-        seed=seed,
-        gemms=int(rng.integers(6, 12)),
-        gemm_us=float(rng.uniform(600, 2000)),
-        batch_mb=float(rng.uniform(8, 64)),
-        buckets=int(rng.integers(2, 5)),
-        bucket_mb=float(rng.uniform(10, 40)),
-    )
+    run = drawn_run(rng, seed, 2, max_ranks)
     if rng.random() < clean_share:
         return run
     n = int(rng.integers(1, 4))

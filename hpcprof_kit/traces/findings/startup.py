@@ -28,6 +28,18 @@ WARMUP_ADVICE = (
 )
 
 
+def _events(view: RunView):
+    """The table without metadata, and its rows' rank, start, end (ns) and whether each is a
+    device event."""
+    df = bare(view.df)
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
+    device = text_test(df["track"], lambda s: s.isin(DEVICE_TRACKS))
+    device &= df["device"].to_numpy() >= 0
+    return df, rank, ts, end, device
+
+
 def startup(view: RunView) -> pd.DataFrame | None:
     """Per rank of a trace without steps: ``start_ns`` (its first event), ``steady_ns`` (its
     first device event, where start-up ends), ``end_ns`` (its last event's end) and the
@@ -37,12 +49,7 @@ def startup(view: RunView) -> pd.DataFrame | None:
         return None
     import pandas as pd
 
-    df = bare(view.df)
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    ts = df["ts_ns"].to_numpy(dtype=np.int64)
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
-    device = text_test(df["track"], lambda s: s.isin(DEVICE_TRACKS))
-    device &= df["device"].to_numpy() >= 0
+    df, rank, ts, end, device = _events(view)
     runtime = text_test(df["track"], lambda s: s == "runtime") & ~device
     names = df["name"].astype(str).to_numpy()
     rows = []
@@ -67,12 +74,7 @@ def steady_device_idle(view: RunView, spans: pd.DataFrame) -> pd.Series:
 
     from hpcprof_kit.traces.analyses import intervals as iv
 
-    df = bare(view.df)
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    ts = df["ts_ns"].to_numpy(dtype=np.int64)
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
-    device = text_test(df["track"], lambda s: s.isin(DEVICE_TRACKS))
-    device &= df["device"].to_numpy() >= 0
+    df, rank, ts, end, device = _events(view)
     out = {}
     for r, span in spans.iterrows():
         s, e = iv.union(ts[device & (rank == r)], end[device & (rank == r)])
