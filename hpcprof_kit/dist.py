@@ -15,6 +15,7 @@ already made and leaves it up.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -64,17 +65,30 @@ BANNER_FIELDS: tuple[str, ...] = (
 
 
 def parse_banners(text: str) -> list[dict[str, str | int]]:
-    """Each rank's banner line found in ``text`` (a job's stdout), sorted by rank.
+    """Each rank's banner line found in ``text`` (a job's stdout), sorted by rank, whatever
+    the launcher put around it: a label (PALS's and ``srun --label``'s ``0: ``, Hydra ``-l``'s
+    ``[0] ``), or another rank's banner on the same line (two ranks writing at once).
 
     >>> parse_banners("noise\\nrank=1 local_rank=1 world=2 nodes=1 device=cpu backend=gloo host=n1\\n")
     [{'rank': 1, 'local_rank': 1, 'world': 2, 'nodes': 1, 'device': 'cpu', 'backend': 'gloo', 'host': 'n1'}]
+    >>> glued = ("0: rank=0 local_rank=0 world=2 nodes=1 device=cpu backend=gloo host=vm"
+    ...          "1: rank=1 local_rank=1 world=2 nodes=1 device=cpu backend=gloo host=vm")
+    >>> [b["rank"] for b in parse_banners(glued)]
+    [0, 1]
     """
-    rows = []
-    for line in text.splitlines():
-        parts = dict(p.split("=", 1) for p in line.split() if "=" in p)
-        if list(parts) == list(BANNER_FIELDS):
-            rows.append({k: int(v) if v.isdigit() else v for k, v in parts.items()})
+    rows = [{k: int(v) if v.isdigit() else v for k, v in m.groupdict().items()}
+            for m in _BANNER.finditer(text)]  # fmt: skip
     return sorted(rows, key=lambda r: r["rank"])
+
+
+# a banner: its fields in order, the host ending where the line, a space, or the next rank's
+# banner (after its label, if any) begins
+_BANNER = re.compile(
+    r"(?<!local_)rank=(?P<rank>\d+) local_rank=(?P<local_rank>\d+) world=(?P<world>\d+) "
+    r"nodes=(?P<nodes>\d+) device=(?P<device>\S+?) backend=(?P<backend>\S+?) "
+    r"host=(?P<host>\S+?)(?=(?:\[\d+\] |\d+: )?rank=\d|\s|$)",
+    re.MULTILINE,
+)
 
 
 def choose_backend(device_type: str, requested: str | None = None) -> str:
