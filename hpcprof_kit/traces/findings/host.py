@@ -18,7 +18,6 @@ from hpcprof_kit.traces.findings.base import (
     finding,
     lacks,
     pct,
-    per_step_of,
     rule,
     share_rule,
 )
@@ -321,16 +320,9 @@ def launch_bound(view: RunView) -> list[dict]:
 def launch_idle(view: RunView) -> tuple[pd.Series, pd.Series]:
     """Per (rank, step) of the rules' rows: the device idle just before tiny kernels (ns) and
     how many such kernels, the device counted busy while any of its streams runs
-    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`; from the signals when the
-    report has no events), and never more than the step's measured device idle (its ``host``
-    and ``idle`` parts)."""
-    if view.df is not None:
-        from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
-
-        gaps = launch_gaps(view.df).set_index(["rank", "step"])
-        ns, count = (per_step_of(view, gaps[c]) for c in ("launch_idle_ns", "tiny_kernels"))
-    else:
-        ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
+    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`, in the signals), and
+    never more than the step's measured device idle (its ``host`` and ``idle`` parts)."""
+    ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
     rows = view.rows.set_index(["rank", "step"])
     idle = (rows["host_ns"] + rows["idle_ns"]).astype(float)
     return ns.clip(upper=idle.reindex(ns.index).fillna(0)), count
