@@ -264,14 +264,12 @@ def test_the_notebook_view_draws_a_pane_when_its_tab_opens(runs):
 def _same_findings(a: list[dict], b: list[dict]) -> None:
     """The findings of per-rank summaries (``a``) against the table's (``b``): every field
     the same, gain and advice included, and every piece of evidence the summaries hold (the
-    table's evidence adds what needs the events: the host ops, the calls by name), but the
-    straggler's slower kernels, which the summaries take from their µs medians."""
+    table's evidence adds what needs the events: the host ops, the calls by name)."""
     keys = ("kind", "ranks", "steps", "value", "threshold", "unit", "summary", "advice",
             "gain_ms_per_step")  # fmt: skip
     assert [{k: f.get(k) for k in keys} for f in a] == [{k: f.get(k) for k in keys} for f in b]
     for mine, theirs in zip(a, b, strict=True):
-        held = {k: v for k, v in mine["evidence"].items()
-                if v is not None and k != "slower_than_median_rank"}  # fmt: skip
+        held = {k: v for k, v in mine["evidence"].items() if v is not None}
         assert held == {k: theirs["evidence"].get(k) for k in held}, mine["kind"]
 
 

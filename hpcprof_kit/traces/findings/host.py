@@ -79,7 +79,7 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
 def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
     """On a trace without steps: the device's idle share of the steady state, start-up (to
     the first device event) set apart and named; no gain per step."""
-    per = steady_device_idle(view, spans)
+    per = steady_device_idle(spans)
     hot = per[per >= RULES["device_idle_host_bound"].threshold]
     if hot.empty:
         return []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.view.signals import rows_by_rank
-from hpcprof_kit.traces.view.slower import slower_than_others
+from hpcprof_kit.traces.view.slower import slower_of_medians, slower_than_others
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -71,7 +71,8 @@ class RunView:
     metadata names the files ``[memory]`` events are read from), ``gaps`` the host's waits
     (:func:`~hpcprof_kit.traces.view.signals.sync_gaps`) and :attr:`idle` the device's idle
     time by cause. ``waits`` are the device-to-host copies the host waited for
-    (:func:`~hpcprof_kit.traces.view.signals.copy_waits`), from the table or the summaries. A report of per-rank summaries (``--mpi``) has no table: ``slower(rank)``
+    (:func:`~hpcprof_kit.traces.view.signals.copy_waits`), from the table or the summaries;
+    ``spans`` the summaries' start-up of each rank (:attr:`startup`). A report of per-rank summaries (``--mpi``) has no table: ``slower(rank)``
     stands in for the straggler's kernels. Rules leave their findings in ``found`` (later
     rules read them) and the reasons a rule could not run in ``coverage``.
 
@@ -96,6 +97,7 @@ class RunView:
     gaps: pd.DataFrame | None = None
     slower: Callable[[int], list[dict]] | None = None
     waits: pd.DataFrame | None = None
+    spans: pd.DataFrame | None = None
     found: dict[str, list[dict]] = field(default_factory=dict)
     coverage: dict[str, str] = field(default_factory=dict)
 
@@ -123,15 +125,33 @@ class RunView:
 
         sig = run.signals if run.signals is not None else pd.DataFrame(columns=SIGNAL_COLUMNS)
         waits = run.waits if run.waits is not None else pd.DataFrame(columns=WAIT_COLUMNS)
-        same = run.same_name
+        same, medians = run.same_name, run.medians
 
         def slower(rank: int) -> list[dict]:
-            if same.empty:
+            if medians is not None and len(medians):  # every name's median, as the table's
+                return slower_of_medians(medians, rank)
+            if same.empty:  # a summary of an older kit: its top names alone
                 return []
             med = same.pivot_table(index="name", columns="rank", values="median_us")
             return slower_than_others(med, rank)
 
-        return cls(run.breakdown, run.steps, sig, run.ranks, slower=slower, waits=waits)
+        return cls(run.breakdown, run.steps, sig, run.ranks, slower=slower, waits=waits,
+                   spans=run.startup)  # fmt: skip
+
+    @cached_property
+    def startup(self) -> pd.DataFrame | None:
+        """On a trace without steps, each rank's start-up and steady state, by rank
+        (:func:`~hpcprof_kit.traces.view.startup.startup_spans`: from the events, else from
+        the per-rank summaries); None when the run has steps or neither is at hand."""
+        from hpcprof_kit.traces.view.startup import startup_spans
+
+        if self.stepped:
+            return None
+        if self.df is not None:
+            return startup_spans(self.df)
+        if self.spans is None:
+            return None
+        return self.spans.set_index("rank") if "rank" in self.spans else self.spans
 
     @cached_property
     def idle(self) -> pd.DataFrame | None:

@@ -44,6 +44,9 @@ from hpcprof_kit.traces.view.signals import (
     signals,
     sync_gaps,
 )
+from hpcprof_kit.traces.view.slower import MEDIAN_COLUMNS, name_medians
+from hpcprof_kit.traces.view.startup import COLUMNS as SPAN_COLUMNS
+from hpcprof_kit.traces.view.startup import startup_spans
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -68,6 +71,8 @@ class RankSummary:
     same: pd.DataFrame  # same_name(df, name) row of this rank for its top names
     signals: pd.DataFrame | None = None  # findings.signals of this rank (report rules)
     waits: pd.DataFrame | None = None  # signals.copy_waits of this rank (the sync_copy rule)
+    startup: pd.DataFrame | None = None  # startup.startup_spans of this rank, with a rank column
+    medians: pd.DataFrame | None = None  # slower.name_medians of this rank (the straggler's)
 
 
 @dataclass
@@ -87,6 +92,8 @@ class RunSummary:
     same_name: pd.DataFrame  # per name and rank: same_name's row of that rank
     signals: pd.DataFrame | None = None  # findings.signals of every rank (report rules)
     waits: pd.DataFrame | None = None  # signals.copy_waits of every rank (the sync_copy rule)
+    startup: pd.DataFrame | None = None  # startup.startup_spans of every rank without steps
+    medians: pd.DataFrame | None = None  # slower.name_medians of every rank
     failures: list[dict[str, str]] = field(default_factory=list)  # files that did not load
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's meta, by rank
 
@@ -143,6 +150,8 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
         _same_rows(df, rank, names),
         signals(df, gaps, waits=waits),
         waits,
+        startup_spans(df).reset_index(),
+        name_medians(df),
     )
 
 
@@ -284,6 +293,8 @@ def combine(
         same_name=_concat([s.same for s in by_rank], ["name", "rank", *SAME_COLUMNS]),
         signals=_concat([s.signals for s in by_rank if s.signals is not None], SIGNAL_COLUMNS),
         waits=_concat([s.waits for s in by_rank if s.waits is not None], WAIT_COLUMNS),
+        startup=_concat([s.startup for s in by_rank if s.startup is not None], SPAN_COLUMNS),
+        medians=_concat([s.medians for s in by_rank if s.medians is not None], MEDIAN_COLUMNS),
         failures=list(failures or []),
         ranks={s.rank: s.meta for s in by_rank},
     )
