@@ -310,6 +310,8 @@ def _collectives(table, meta, rank, step, dur, corr, track, dev, cargs):
     come from the kernels' own arguments, else, when those hold none, from wherever the trace
     holds them (the launching ``nccl:*`` op, ``record_param_comms``), with the run's world
     size as the group."""
+    import pandas as pd
+
     from hpcprof_kit.traces.analyses.collectives import collective_kernels
 
     coll = (track == "comm") & dev
@@ -341,9 +343,12 @@ def _collectives(table, meta, rank, step, dur, corr, track, dev, cargs):
     exposed = kernels[kernels["exposed_ns"] > 0]
     if len(exposed):
         by = exposed.groupby(["rank", "step", "collective"])["exposed_ns"].sum()
-        text = by.groupby(level=["rank", "step"]).agg(lambda v: ";".join(
-            f"{c}={int(ns)}" for (_, _, c), ns in v.items()))  # fmt: skip
-        out.append(text.rename("coll_exposed"))
+        text: dict[tuple[int, int], list[str]] = {}
+        for (r_, s_, c), ns in zip(by.index.tolist(), by.tolist(), strict=True):
+            text.setdefault((r_, s_), []).append(f"{c}={int(ns)}")
+        index = pd.MultiIndex.from_tuples(list(text), names=["rank", "step"])
+        out.append(pd.Series([";".join(v) for v in text.values()], index=index,
+                             name="coll_exposed"))  # fmt: skip
     return out
 
 
