@@ -192,6 +192,23 @@ def test_a_synchronous_cudamemcpy_is_named_whatever_follows(tmp_path):
     assert f["gain_ms_per_step"] == pytest.approx(0.502)
 
 
+def test_a_synchronous_cudamemcpy_to_the_device_is_a_sync(tmp_path):
+    """The same ``cudaMemcpy`` copying 704 bytes to the device: no copy to the host, but the
+    host still waited 5.89 ms for the GEMM queued before it, and the device then idles 1 ms
+    until the next launch: 10 % of the step, named by synchronize_in_step."""
+    events = blocking_copy_steps("cpu", then_us=1000)
+    for e in events:
+        if e["name"].startswith("Memcpy DtoH"):
+            e["name"] = "Memcpy HtoD (Pageable -> Device)"
+    found, _ = findings(write(tmp_path, events))
+    f = found["synchronize_in_step"]
+    assert f["value"] == pytest.approx(10.0)
+    assert f["gain_ms_per_step"] == pytest.approx(1.0)
+    assert f["evidence"]["calls"]["cudaMemcpy"]["calls"] == STEPS
+    assert f["evidence"]["called_from"] == {"aten::to": STEPS}
+    assert "sync_copy" not in found
+
+
 def test_a_short_wait_for_a_copy_is_no_finding(tmp_path):
     """The same copies with a 30 µs wait: 0.3 % of the step, under the 2 % threshold."""
     found, _ = findings(write(tmp_path, blocking_copy_steps("cpu", wait_us=30)))
