@@ -23,6 +23,7 @@ from test_findings_misreadings import (
     unstepped_run,
     write,
 )
+from test_idle_cause import LOADER, OPTIMIZER, steps
 
 from hpcprof_kit import traces
 from hpcprof_kit.traces.reporting.report import report, report_from_summary
@@ -48,6 +49,9 @@ CASES = {
                  "exposed_communication", "value", 40.0),
     "bus_bandwidth": (exposed_collective_steps, {"deviceProperties": A100, **NCCL8},
                       "low_bus_bandwidth", "value", 100 * (8 << 20) * 4 * 7 / 8 / 3e6 / 230),
+    # what the host did while the device idled: the DataLoader, the optimizer's step
+    "idle_loader": (lambda: steps(LOADER), {}, "device_idle_host_bound", "value", 53.0),
+    "idle_optimizer": (lambda: steps(OPTIMIZER), {}, "device_idle_host_bound", "value", 53.0),
     # start-up (3.1 s) set apart on a trace without steps: 99 gaps of 5 ms in 995 ms
     "startup": (lambda: unstepped_run(5_000), {}, "device_idle_host_bound", "value",
                 100 * 99 * 5 / 995),

@@ -19,6 +19,8 @@ from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
 from hpcprof_kit.traces.table.distinct import distinct
 from hpcprof_kit.traces.view import host_signals as H
 from hpcprof_kit.traces.view import names as N
+from hpcprof_kit.traces.view.idle_host import NUMERIC as IDLE_NUMERIC
+from hpcprof_kit.traces.view.idle_host import idle_host
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -32,8 +34,9 @@ NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls",
            "pageable_bytes", "d2h_block_ns", "d2h_bytes", "alloc_calls", "alloc_ns",
            "launch_idle_ns", "tiny_kernels", "gemm_ns", "fp32_gemm_ns", "colls", "sized_colls",
            "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns", "tiny_ops",
-           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns"]  # fmt: skip
-TEXT = ["region_names", "coll_exposed"]
+           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns",
+           *IDLE_NUMERIC]  # fmt: skip
+TEXT = ["region_names", "coll_exposed", "idle_host_ops"]
 SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, *TEXT]
 # the device-to-host copies the host waited for (:func:`copy_waits`): what a rank's summary
 # keeps of each, for the rule's evidence
@@ -100,7 +103,9 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`), GEMM time and its
     fp32 part, and collectives (count, with known size, small ones and their ns, the big
     ones' bus bytes and ns, and the exposed ns of each collective by name,
-    :func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels`); on a rank without a
+    :func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels`), the device's idle
+    by what the host did meanwhile (:func:`~hpcprof_kit.traces.view.idle_host.idle_host`); on a
+    rank without a
     device, its loops of tiny host ops and the large host blocks it allocates and frees
     inside a step (:mod:`.host_signals`). ``meta`` (default ``df.attrs["ranks"]``) names the
     files the arguments are read from, unless ``args``
@@ -188,6 +193,8 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
         parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
     parts += _gemms(rank, step, dur, gpu, has, ext, meta, args)
     parts += _collectives(table, meta, rank, step, dur, corr, track, dev, cargs)
+    if dev.any():  # what the host did while the device idled, by cause and innermost op
+        parts.append(idle_host(df).set_index(key))
     out = pd.concat(parts, axis=1) if parts else pd.DataFrame(
         index=pd.MultiIndex.from_arrays([[], []], names=key))  # fmt: skip
     out = out.reset_index()
