@@ -86,6 +86,7 @@ def idle_host(df: pd.DataFrame) -> pd.DataFrame:
     tid = df["tid"]
     tid = tid.cat.codes.to_numpy() if hasattr(tid, "cat") else pd.factorize(tid)[0]
     spans = step_spans(df)
+    names = _codes(df["name"])
     kept = np.flatnonzero(busy | host)
     by_rank = np.split(kept[np.argsort(rank[kept], kind="stable")],
                        np.flatnonzero(np.diff(np.sort(rank[kept]))) + 1)  # fmt: skip
@@ -107,8 +108,21 @@ def idle_host(df: pd.DataFrame) -> pd.DataFrame:
             launching = codes[[np.argmax(counts)]]
         threads = [ops[tid[ops] == t] for t in (launching if launching is not None else [])]
         rows += _cells(r, windows["step"].to_numpy(dtype=np.int64), start, stop,
-                       iv.union(ts[on], end[on]), threads, ts, end, df["name"])  # fmt: skip
+                       iv.union(ts[on], end[on]), threads, ts, end, names)  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """A text column as integer codes and the text of each code (-1, missing: "nan")."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy().astype(np.int64)
+        labels = [str(c) for c in column.cat.categories]
+    else:
+        codes, uniques = pd.factorize(column.astype(str))
+        labels = [str(c) for c in uniques]
+    return np.where(codes < 0, len(labels), codes), [*labels, "nan"]
 
 
 def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list[tuple]:
@@ -120,8 +134,9 @@ def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list
     b_start, b_end = busy
     ops = np.concatenate(threads) if threads else np.zeros(0, dtype=np.int64)
     # the ops' names as codes into their distinct names, each name tested once
-    kinds, code = np.unique(names.iloc[ops].astype(str).to_numpy(), return_inverse=True)
-    kinds = kinds.tolist()
+    codes, labels = names
+    distinct, code = np.unique(codes[ops], return_inverse=True)
+    kinds = [labels[c] for c in distinct.tolist()]
     # every moment the innermost op, the device's state or the window can change
     cuts = np.unique(np.concatenate([ts[ops], end[ops], b_start, b_end, start, stop]))
     at, length = cuts[:-1], np.diff(cuts)
@@ -153,7 +168,8 @@ def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list
         said = np.array([bool(pattern.search(k)) for k in kinds] + [False], dtype=bool)
         cause[said[name]] = CAUSES.index(c)  # name -1 (none) takes the last slot
     launch = cause == CAUSES.index("launch")
-    long = launch & ((end - ts)[ops[np.maximum(inner, 0)]] >= FIRST_LAUNCH_NS)
+    held = ops[np.maximum(inner, 0)] if ops.size else inner
+    long = launch & ((end[held] - ts[held]) >= FIRST_LAUNCH_NS) if ops.size else launch
     cause[long] = CAUSES.index("first_launch")
     for c, pattern in (("optimizer", OPTIMIZER), ("loader", N.LOADER)):
         said = np.array([bool(pattern.search(k)) for k in kinds], dtype=bool)
@@ -165,6 +181,7 @@ def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list
         cause[(k >= 0) & (at < e[np.maximum(k, 0)])] = CAUSES.index(c)
     out = []
     width = len(kinds) + 1
+    alphabetical = np.append(np.argsort(np.argsort(np.array(kinds, dtype=object))), len(kinds))
     for i in np.unique(w).tolist():
         cell = w == i
         ns = np.bincount(cause[cell], weights=length[cell], minlength=len(CAUSES))
@@ -174,9 +191,8 @@ def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list
             key = cause[mine] * width + name[mine]
             total = np.bincount(key, weights=length[mine], minlength=len(CAUSES) * width)
             held = np.flatnonzero(total > 0)
-            label = np.array([f"{CAUSES[h // width]}|{kinds[h % width]}" for h in held.tolist()],
-                             dtype=object)  # fmt: skip
-            best = held[np.lexsort((label, -total[held]))]
+            by_name = (held // width) * width + alphabetical[held % width]  # ties: by cause, name
+            best = held[np.lexsort((by_name, -total[held]))]
             top = ";".join(f"{CAUSES[b // width]}|{kinds[b % width]}={int(total[b])}"
                            for b in best[:TOP_OPS].tolist())  # fmt: skip
         out.append((rank, int(steps[i]), *(int(v) for v in ns), top))
