@@ -85,31 +85,33 @@ def idle_host(df: pd.DataFrame) -> pd.DataFrame:
     runtime = text_test(df["track"], lambda s: s == "runtime") & (device < 0)
     tid = df["tid"]
     tid = tid.cat.codes.to_numpy() if hasattr(tid, "cat") else pd.factorize(tid)[0]
+    codes, labels = _codes(df["name"])
+    # every rank in a block of time of its own, every launching thread in one of its own:
+    # one pass over the run, not one per rank
+    base, span = int(ts.min()), int(max(end.max(), ts.max()) - ts.min()) + 1
     spans = step_spans(df)
-    names = _codes(df["name"])
-    kept = np.flatnonzero(busy | host)
-    by_rank = np.split(kept[np.argsort(rank[kept], kind="stable")],
-                       np.flatnonzero(np.diff(np.sort(rank[kept]))) + 1)  # fmt: skip
-    rows: list[tuple] = []
-    for part in by_rank:
-        r = int(rank[part[0]])
-        on = part[busy[part]]
-        if not on.size:
-            continue
-        windows = spans[spans["rank"].to_numpy() == r]
-        start = windows["start_ns"].to_numpy(dtype=np.int64)
-        if (windows["step"].to_numpy() < 0).all():  # no steps: the steady state alone
-            start = np.maximum(start, int(ts[on].min()))
-        stop = windows["end_ns"].to_numpy(dtype=np.int64)
-        ops = part[host[part]]
-        launching = np.unique(tid[ops[runtime[ops]]]) if runtime[ops].any() else None
-        if launching is None and ops.size:  # no runtime calls: the busiest thread
-            codes, counts = np.unique(tid[ops], return_counts=True)
-            launching = codes[[np.argmax(counts)]]
-        threads = [ops[tid[ops] == t] for t in (launching if launching is not None else [])]
-        rows += _cells(r, windows["step"].to_numpy(dtype=np.int64), start, stop,
-                       iv.union(ts[on], end[on]), threads, ts, end, names)  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS)
+    on = np.flatnonzero(busy)
+    ranks = np.unique(rank[on])
+    spans = spans[np.isin(spans["rank"].to_numpy(), ranks)]
+    block = np.searchsorted(ranks, rank)  # a rank's block (valid for the kept rows)
+    first_busy = np.full(ranks.size, np.iinfo(np.int64).max)
+    np.minimum.at(first_busy, block[on], ts[on])
+    w_rank = np.searchsorted(ranks, spans["rank"].to_numpy(dtype=np.int64))
+    w_step = spans["step"].to_numpy(dtype=np.int64)
+    w_start = spans["start_ns"].to_numpy(dtype=np.int64)
+    stepless = np.ones(ranks.size, dtype=bool)
+    stepless[w_rank[w_step >= 0]] = False
+    # a rank without steps: its steady state alone, from its first device event
+    w_start = np.where(stepless[w_rank], np.maximum(w_start, first_busy[w_rank]), w_start)
+    shift = (w_rank * span) - base
+    w_start, w_stop = w_start + shift, spans["end_ns"].to_numpy(dtype=np.int64) + shift
+    order = np.argsort(w_start, kind="stable")
+    w_rank, w_step, w_start, w_stop = (x[order] for x in (w_rank, w_step, w_start, w_stop))
+    b_start, b_end = iv.union(ts[on] - base + block[on] * span, end[on] - base + block[on] * span)
+    ops = np.flatnonzero(host & np.isin(rank, ranks))
+    ops = ops[_launching(rank[ops], tid[ops], runtime[ops])]
+    return _cells(ranks, span, base, (w_rank, w_step, w_start, w_stop), (b_start, b_end), ops,
+                  block, rank, tid, ts, end, codes, labels)  # fmt: skip
 
 
 def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -125,43 +127,73 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
     return np.where(codes < 0, len(labels), codes), [*labels, "nan"]
 
 
-def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list[tuple]:
-    """The rows of one rank: each window's idle split by cause and innermost op. Of the
-    launching ``threads`` (their op rows), each moment goes to the thread that began an op
-    last, the one at work, and to its innermost op running (none: untraced). A main thread
-    blocked in ``## backward ##`` while the autograd thread launches the backward's kernels
-    gives the moment to the latter, between its ops too."""
+def _launching(rank: np.ndarray, tid: np.ndarray, runtime: np.ndarray) -> np.ndarray:
+    """Which of these host ops are on a launching thread of their rank: a thread with a
+    runtime call, else, on a rank without any, its thread with the most ops."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"rank": rank, "tid": tid, "runtime": runtime})
+    per = frame.groupby(["rank", "tid"], sort=True)["runtime"].agg(["sum", "size"])
+    calls = per["sum"].groupby(level="rank").transform("max") > 0
+    busiest = per["size"] == per["size"].groupby(level="rank").transform("max")
+    first = ~busiest.groupby(level="rank").cumsum().gt(1)  # the first busiest thread alone
+    keep = per.index[(calls & (per["sum"] > 0)) | (~calls & busiest & first)]
+    return pd.MultiIndex.from_arrays([rank, tid]).isin(keep)
+
+
+def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, codes,
+           labels) -> pd.DataFrame:  # fmt: skip
+    """Each window's idle split by cause and innermost op. Of a rank's launching threads,
+    each moment goes to the thread that began an op last, the one at work, and to its
+    innermost op running (none: untraced). A main thread blocked in ``## backward ##``
+    while the autograd thread launches the backward's kernels gives the moment to the
+    latter, between its ops too."""
+    import pandas as pd
+
+    w_rank, w_step, w_start, w_stop = windows
     b_start, b_end = busy
-    ops = np.concatenate(threads) if threads else np.zeros(0, dtype=np.int64)
-    # the ops' names as codes into their distinct names, each name tested once
-    codes, labels = names
-    distinct, code = np.unique(codes[ops], return_inverse=True)
-    kinds = [labels[c] for c in distinct.tolist()]
+    shift = block[ops] * span - base  # the ops in their rank's block
+    o_ts, o_end = ts[ops] + shift, end[ops] + shift
     # every moment the innermost op, the device's state or the window can change
-    cuts = np.unique(np.concatenate([ts[ops], end[ops], b_start, b_end, start, stop]))
+    cuts = np.sort(np.concatenate([o_ts, o_end, b_start, b_end, w_start, w_stop]))
+    cuts = cuts[np.append(True, cuts[1:] != cuts[:-1])]  # distinct (a sort: np.unique hashes)
     at, length = cuts[:-1], np.diff(cuts)
-    w = np.searchsorted(start, at, side="right") - 1
-    inside = (w >= 0) & (at < stop[np.maximum(w, 0)])
+    w = np.searchsorted(w_start, at, side="right") - 1
+    inside = (w >= 0) & (at < w_stop[np.maximum(w, 0)])
     j = np.searchsorted(b_start, at, side="right") - 1
     idle = inside & ~((j >= 0) & (at < b_end[np.maximum(j, 0)]))
     at, length, w = at[idle], length[idle], w[idle]
     if not at.size:
-        return []
-    inner = np.full(at.size, -1)  # a position in ops
-    began = np.full(at.size, np.iinfo(np.int64).min)
-    first = 0
-    for rows in threads:
-        order = np.lexsort((ts[rows] - end[rows], ts[rows]))  # by start, the outer op first
-        o_ts = ts[rows][order]
-        found = _innermost(o_ts, end[rows][order], at)
-        # the thread's latest op start: the thread that began something last is at work
-        last = np.searchsorted(o_ts, at, side="right") - 1
-        when = np.where(last >= 0, o_ts[np.maximum(last, 0)], np.iinfo(np.int64).min)
-        later = when > began
-        pos = np.where(found >= 0, first + order[np.maximum(found, 0)], -1)
-        inner[later], began[later] = pos[later], when[later]
-        first += rows.size
+        return pd.DataFrame(columns=COLUMNS)
+    # each (rank, thread) in a block of its own; each moment asked of each of its rank's threads
+    thread_key = block[ops] * (int(tid.max(initial=0)) + 1) + tid[ops]
+    threads, t_of = np.unique(thread_key, return_inverse=True)
+    t_rank = threads // (int(tid.max(initial=0)) + 1)
+    t_shift = np.arange(threads.size) * span - t_rank * span  # rank block -> thread block
+    order = np.lexsort((o_ts - o_end, o_ts + t_shift[t_of]))  # by block, start; outer first
+    q_ts, q_end, q_thread = (o_ts + t_shift[t_of])[order], (o_end + t_shift[t_of])[order], t_of[
+        order]  # fmt: skip
+    per_rank = np.bincount(t_rank, minlength=ranks.size)
+    m_rank = w_rank[w]
+    reps = per_rank[m_rank]
+    moment = np.repeat(np.arange(at.size), reps)
+    first_thread = np.concatenate([[0], np.cumsum(per_rank)[:-1]])[m_rank]
+    thread = np.repeat(first_thread, reps) + (np.arange(moment.size) - np.repeat(
+        np.cumsum(reps) - reps, reps))  # fmt: skip
+    q_at = at[moment] + t_shift[thread]
+    found = _innermost(q_ts, q_end, q_at)
+    found = np.where((found >= 0) & (q_thread[np.maximum(found, 0)] == thread), found, -1)
+    last = np.searchsorted(q_ts, q_at, side="right") - 1
+    ok = (last >= 0) & (q_thread[np.maximum(last, 0)] == thread)
+    when = np.where(ok, q_ts[np.maximum(last, 0)] - t_shift[thread], np.iinfo(np.int64).min)
+    pick = np.lexsort((when, moment))  # per moment, the thread that began last comes last
+    tail = np.flatnonzero(np.append(moment[pick][1:] != moment[pick][:-1], True))
+    chosen = np.full(at.size, -1)
+    chosen[moment[pick][tail]] = found[pick][tail]
+    inner = np.where(chosen >= 0, order[np.maximum(chosen, 0)], -1)  # a position in ops
     traced = inner >= 0
+    distinct, code = np.unique(codes[ops], return_inverse=True)
+    kinds = [labels[c] for c in distinct.tolist()]
     name = np.where(traced, code[np.maximum(inner, 0)] if code.size else 0, -1)
     cause = np.where(traced, CAUSES.index("ops"), CAUSES.index("untraced"))
     for c, pattern in (("launch", LAUNCH), ("alloc", N.ALLOC), ("sync", _SYNC)):
@@ -174,29 +206,41 @@ def _cells(rank: int, steps, start, stop, busy, threads, ts, end, names) -> list
     for c, pattern in (("optimizer", OPTIMIZER), ("loader", N.LOADER)):
         said = np.array([bool(pattern.search(k)) for k in kinds], dtype=bool)
         within = said[code] if code.size else np.zeros(0, dtype=bool)
-        s, e = iv.union(ts[ops][within], end[ops][within])
+        s, e = iv.union(o_ts[within], o_end[within])
         if not s.size:
             continue
         k = np.searchsorted(s, at, side="right") - 1
         cause[(k >= 0) & (at < e[np.maximum(k, 0)])] = CAUSES.index(c)
-    out = []
-    width = len(kinds) + 1
-    alphabetical = np.append(np.argsort(np.argsort(np.array(kinds, dtype=object))), len(kinds))
-    for i in np.unique(w).tolist():
-        cell = w == i
-        ns = np.bincount(cause[cell], weights=length[cell], minlength=len(CAUSES))
-        mine = cell & traced
-        top = ""
-        if mine.any():  # per cause and innermost op
-            key = cause[mine] * width + name[mine]
-            total = np.bincount(key, weights=length[mine], minlength=len(CAUSES) * width)
-            held = np.flatnonzero(total > 0)
-            by_name = (held // width) * width + alphabetical[held % width]  # ties: by cause, name
-            best = held[np.lexsort((by_name, -total[held]))]
-            top = ";".join(f"{CAUSES[b // width]}|{kinds[b % width]}={int(total[b])}"
-                           for b in best[:TOP_OPS].tolist())  # fmt: skip
-        out.append((rank, int(steps[i]), *(int(v) for v in ns), top))
-    return out
+    cells = w[np.append(True, w[1:] != w[:-1])]  # w rises with at
+    ns = np.zeros((cells.size, len(CAUSES)))
+    np.add.at(ns, (np.searchsorted(cells, w), cause), length)
+    out = pd.DataFrame(ns.astype(np.int64), columns=NUMERIC)
+    out.insert(0, "step", w_step[cells])
+    out.insert(0, "rank", ranks[w_rank[cells]])
+    out["idle_host_ops"] = _top_ops(w[traced], cause[traced], name[traced], length[traced],
+                                    kinds, cells)  # fmt: skip
+    return out[COLUMNS]
+
+
+def _top_ops(w, cause, name, length, kinds, cells) -> list[str]:
+    """Per cell, its :data:`TOP_OPS` longest (cause, innermost op) pairs as
+    ``cause|name=ns;...`` (ties: by cause, then name)."""
+    import pandas as pd
+
+    if not w.size:
+        return [""] * cells.size
+    alphabetical = np.argsort(np.argsort(np.array(kinds, dtype=object)))
+    frame = pd.DataFrame({"w": w, "cause": cause, "name": name, "ns": length})
+    total = frame.groupby(["w", "cause", "name"], sort=False)["ns"].sum().reset_index()
+    total["alpha"] = alphabetical[total["name"].to_numpy()]
+    total = total.sort_values(["w", "ns", "cause", "alpha"], ascending=[True, False, True,
+                                                                         True], kind="stable")  # fmt: skip
+    total = total[total.groupby("w").cumcount() < TOP_OPS]
+    text: dict[int, list[str]] = {}
+    for wi, c, n, v in zip(total["w"].tolist(), total["cause"].tolist(), total["name"].tolist(),
+                           total["ns"].tolist(), strict=True):  # fmt: skip
+        text.setdefault(wi, []).append(f"{CAUSES[c]}|{kinds[n]}={int(v)}")
+    return [";".join(text.get(int(c), [])) for c in cells.tolist()]
 
 
 def _innermost(o_ts: np.ndarray, o_end: np.ndarray, at: np.ndarray) -> np.ndarray:
