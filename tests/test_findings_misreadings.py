@@ -308,6 +308,17 @@ def test_exposed_all_to_all_gets_all_to_all_advice(tmp_path):
     assert "TrainPipelineSparseDist" in f["advice"] and "bucket_cap_mb" not in f["advice"]
 
 
+def test_one_rank_of_eight_is_not_called_every_rank(tmp_path):
+    """With one rank of 8 traced, no traced rank is known to arrive last: the summary speaks
+    of the rank traced, not of every rank."""
+    meta = {"deviceProperties": A100,
+            "distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"}}  # fmt: skip
+    f = findings(write(tmp_path, exposed_collective_steps(), **meta))[0]["exposed_communication"]
+    assert f["summary"].startswith("the rank traced waits for communication with nothing to "
+                                   "overlap it: 40.0 % of the step (median) (only 1 of 8")  # fmt: skip
+    assert "every rank" not in f["summary"]
+
+
 def test_message_sizes_are_read_from_the_host_ops_so_bus_bandwidth_is_measured(tmp_path):
     """The 32 MiB all-to-all in 3 ms moves 7/8 of its bytes over each rank's link: 9.8 GB/s
     of bus bandwidth, 4.3 % of the 230 GB/s A100s' links give nccl-tests."""

@@ -71,6 +71,10 @@ def exposed_communication(view: RunView) -> list[dict]:
         "hidden_share_of_comm_pct": round(100 * float(hidden), 2),
     }
     traced, world = int(b["rank"].nunique()), world_size(view.meta)
+    # with ranks untraced, no traced rank is known to be the last to arrive
+    who = ("every rank, even the last to arrive, waits" if traced >= world else
+           f"the {'rank' if traced == 1 else f'{traced} ranks'} traced "
+           f"wait{'s' if traced == 1 else ''}")  # fmt: skip
     caveat = (
         f" (only {traced} of {world} ranks traced: part of it may be waiting for an untraced "
         "straggler)"
@@ -95,8 +99,8 @@ def exposed_communication(view: RunView) -> list[dict]:
             "exposed_communication", sorted(b["rank"].unique()),
             [s for s in least.index[least >= RULES["exposed_communication"].threshold] if s >= 0],
             value,
-            f"every rank, even the last to arrive, waits for communication with nothing to "
-            f"overlap it: {value:.1f} % of the step (median){caveat}",
+            f"{who} for communication with nothing to overlap it: {value:.1f} % of the step "
+            f"(median){caveat}",
             evidence, gain_ms=value / 100 * view.wall_ms(), advice=advice,
         )
     ]  # fmt: skip
