@@ -319,6 +319,19 @@ def test_one_rank_of_eight_is_not_called_every_rank(tmp_path):
     assert "every rank" not in f["summary"]
 
 
+def test_collectives_in_steps_with_no_traced_work_are_not_called_exposed(tmp_path):
+    """Six 10 ms steps holding a gloo all-reduce of 8 ms on its thread and nothing else (a
+    sampled trace): 80 % of the step is not 'exposed', nothing says what it could overlap."""
+    events = []
+    for k in range(6):
+        t0 = k * 10_000
+        events += [x("user_annotation", f"ProfilerStep#{k}", t0, 10_000),
+                   x("user_annotation", "gloo:all_reduce", t0 + 1000, 8000, tid=9)]  # fmt: skip
+    found, coverage = findings(write(tmp_path, events))
+    assert "exposed_communication" not in found
+    assert coverage["exposed_communication"].startswith("could not run: the steps with comm")
+
+
 def test_message_sizes_are_read_from_the_host_ops_so_bus_bandwidth_is_measured(tmp_path):
     """The 32 MiB all-to-all in 3 ms moves 7/8 of its bytes over each rank's link: 9.8 GB/s
     of bus bandwidth, 4.3 % of the 230 GB/s A100s' links give nccl-tests."""

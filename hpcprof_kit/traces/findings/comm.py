@@ -57,6 +57,15 @@ def exposed_communication(view: RunView) -> list[dict]:
     b = view.rows
     if b.empty or not (b["exposed_comm_ns"] > 0).any():
         return []
+    # a step with no traced work cannot tell communication nothing hid from work the trace
+    # lost (a sampled trace of collectives alone)
+    b = b[b["compute_ns"] > 0]
+    if b.empty:
+        view.coverage["exposed_communication"] = (
+            "could not run: the steps with communication hold no traced compute, so nothing "
+            "tells what the communication could have overlapped"
+        )
+        return []
     share = pct(b["exposed_comm_ns"].to_numpy(dtype=float), b["wall_ns"].to_numpy(dtype=float))
     least = b.assign(share=share).groupby("step")["share"].min()
     value = float(least.median())
