@@ -123,15 +123,19 @@ def idle_cause(view: RunView, ranks: list[int], cells: int,
     """What the host did while the device of ``ranks`` idled in the rules' rows
     (:mod:`~hpcprof_kit.traces.view.idle_host`, kept in the signals): the cause that held
     most of the idle, the words the summary adds and its advice (None, "" and None when the
-    signals lack it, a summary of an older kit). Adds the idle ms a step by cause and the
-    innermost host ops to ``evidence``."""
+    signals lack it, a summary of an older kit). Adds the idle ms a step by cause (each the
+    median over the steps) and the innermost host ops (their mean ms a step) to
+    ``evidence``."""
     from hpcprof_kit.traces.view.idle_host import CAUSES, innermost_ops
 
     if "idle_untraced_ns" not in view.sig:
         return None, "", None
     mine = view.per_step("idle_untraced_ns").index.get_level_values("rank").isin(ranks)
+    if not mine.any():
+        return None, "", None
     n = max(1, cells)
-    ms = {c: float(view.per_step(f"idle_{c}_ns")[mine].sum()) / n / 1e6 for c in CAUSES}
+    # each cause's median over the ranks' steps, as the host-side rules measure theirs
+    ms = {c: float(view.per_step(f"idle_{c}_ns")[mine].median()) / 1e6 for c in CAUSES}
     total = sum(ms.values())
     if total <= 0:
         return None, "", None
