@@ -52,8 +52,9 @@ def startup_spans(df: pd.DataFrame) -> pd.DataFrame:
     df = bare(df)
     rank = df["rank"].to_numpy(dtype=np.int64)
     stepped = np.unique(rank[df["step"].to_numpy() >= 0])
-    device = text_test(df["track"], lambda s: s.isin(DEVICE_TRACKS))
-    device &= df["device"].to_numpy() >= 0
+    device = text_test(df["track"], lambda s: s.isin(DEVICE_TRACKS)) & (
+        df["device"].to_numpy() >= 0
+    )
     wanted = np.setdiff1d(np.unique(rank[device]), stepped)
     if not wanted.size:
         return pd.DataFrame(columns=COLUMNS).set_index("rank")
