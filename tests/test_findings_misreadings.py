@@ -192,6 +192,23 @@ def test_a_synchronous_cudamemcpy_is_named_whatever_follows(tmp_path):
     assert f["gain_ms_per_step"] == pytest.approx(0.502)
 
 
+def test_a_synchronous_cudamemcpy_to_the_device_is_a_sync(tmp_path):
+    """The same ``cudaMemcpy`` copying 704 bytes to the device: no copy to the host, but the
+    host still waited 5.89 ms for the GEMM queued before it, and the device then idles 1 ms
+    until the next launch: 10 % of the step, named by synchronize_in_step."""
+    events = blocking_copy_steps("cpu", then_us=1000)
+    for e in events:
+        if e["name"].startswith("Memcpy DtoH"):
+            e["name"] = "Memcpy HtoD (Pageable -> Device)"
+    found, _ = findings(write(tmp_path, events))
+    f = found["synchronize_in_step"]
+    assert f["value"] == pytest.approx(10.0)
+    assert f["gain_ms_per_step"] == pytest.approx(1.0)
+    assert f["evidence"]["calls"]["cudaMemcpy"]["calls"] == STEPS
+    assert f["evidence"]["called_from"] == {"aten::to": STEPS}
+    assert "sync_copy" not in found
+
+
 def test_a_short_wait_for_a_copy_is_no_finding(tmp_path):
     """The same copies with a 30 µs wait: 0.3 % of the step, under the 2 % threshold."""
     found, _ = findings(write(tmp_path, blocking_copy_steps("cpu", wait_us=30)))
@@ -289,6 +306,30 @@ def test_exposed_all_to_all_gets_all_to_all_advice(tmp_path):
                                                                   "allreduce": 1.0}  # fmt: skip
     assert f["advice"].startswith("Mostly alltoall (3.0 ms a rank and step")
     assert "TrainPipelineSparseDist" in f["advice"] and "bucket_cap_mb" not in f["advice"]
+
+
+def test_one_rank_of_eight_is_not_called_every_rank(tmp_path):
+    """With one rank of 8 traced, no traced rank is known to arrive last: the summary speaks
+    of the rank traced, not of every rank."""
+    meta = {"deviceProperties": A100,
+            "distributedInfo": {"rank": 0, "world_size": 8, "backend": "nccl"}}  # fmt: skip
+    f = findings(write(tmp_path, exposed_collective_steps(), **meta))[0]["exposed_communication"]
+    assert f["summary"].startswith("the rank traced waits for communication with nothing to "
+                                   "overlap it: 40.0 % of the step (median) (only 1 of 8")  # fmt: skip
+    assert "every rank" not in f["summary"]
+
+
+def test_collectives_in_steps_with_no_traced_work_are_not_called_exposed(tmp_path):
+    """Six 10 ms steps holding a gloo all-reduce of 8 ms on its thread and nothing else (a
+    sampled trace): 80 % of the step is not 'exposed', nothing says what it could overlap."""
+    events = []
+    for k in range(6):
+        t0 = k * 10_000
+        events += [x("user_annotation", f"ProfilerStep#{k}", t0, 10_000),
+                   x("user_annotation", "gloo:all_reduce", t0 + 1000, 8000, tid=9)]  # fmt: skip
+    found, coverage = findings(write(tmp_path, events))
+    assert "exposed_communication" not in found
+    assert coverage["exposed_communication"].startswith("could not run: the steps with comm")
 
 
 def test_message_sizes_are_read_from_the_host_ops_so_bus_bandwidth_is_measured(tmp_path):

@@ -262,8 +262,15 @@ def test_the_notebook_view_draws_a_pane_when_its_tab_opens(runs):
 
 
 def _same_findings(a: list[dict], b: list[dict]) -> None:
-    keys = ("kind", "ranks", "steps", "value", "threshold", "unit", "summary")
-    assert [{k: f[k] for k in keys} for f in a] == [{k: f[k] for k in keys} for f in b]
+    """The findings of per-rank summaries (``a``) against the table's (``b``): every field
+    the same, gain and advice included, and every piece of evidence the summaries hold (the
+    table's evidence adds what needs the events: the host ops, the calls by name)."""
+    keys = ("kind", "ranks", "steps", "value", "threshold", "unit", "summary", "advice",
+            "gain_ms_per_step")  # fmt: skip
+    assert [{k: f.get(k) for k in keys} for f in a] == [{k: f.get(k) for k in keys} for f in b]
+    for mine, theirs in zip(a, b, strict=True):
+        held = {k: v for k, v in mine["evidence"].items() if v is not None}
+        assert held == {k: theirs["evidence"].get(k) for k in held}, mine["kind"]
 
 
 @pytest.mark.parametrize("case", ["three", "sync", "short", "warmup", "clean"])
@@ -291,13 +298,8 @@ def test_the_graph_breaks_of_a_compiled_run_survive_its_summary():
         warnings.simplefilter("ignore")
         df = traces.load(FIXTURES / "cuda_h100" / "compiled-0-of-1.json.gz")
     parts, whole = report_from_summary(summarise(df)).findings, report(df).findings
-    # launch_bound reads the events when it has them (a gap another stream filled is no
-    # idle); the summaries' signals still count each stream alone: the table's claim is the
-    # smaller, until the signals measure it the same way
-    paced = [[f for f in fs if f["kind"] == "launch_bound"] for fs in (parts, whole)]
-    assert [len(p) for p in paced] == [1, 1]
-    assert 0 < paced[1][0]["gain_ms_per_step"] < paced[0][0]["gain_ms_per_step"]
-    _same_findings(*([f for f in fs if f["kind"] != "launch_bound"] for fs in (parts, whole)))
+    assert {f["kind"] for f in whole} >= {"graph_breaks", "launch_bound"}
+    _same_findings(parts, whole)
 
 
 def test_report_as_an_mpi_job_gives_the_one_process_findings(mpiexec, runs, tmp_path):

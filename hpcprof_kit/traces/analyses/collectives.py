@@ -73,33 +73,55 @@ def collective_kernels(table: pd.DataFrame, sizes: bool = True) -> pd.DataFrame:
     ts = df["ts_ns"].to_numpy(dtype=np.int64)
     end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
     corr = df["corr"].to_numpy(dtype=np.int64)
-    name = df["name"].astype(str).to_numpy()
-    tid = df["tid"].astype(str).to_numpy()
+    step = df["step"].to_numpy(dtype=np.int64)
     host = device < 0
     runtime = np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & host)
     launch = launches_of(kernels, runtime, rank, corr)
     ops = np.flatnonzero(host & text_test(df["name"], lambda s: s.str.contains(HOST_COLLECTIVE)))
     sized = _sizes(table) if sizes else {}
-    threads: dict[tuple[int, str], list[int]] = {}
-    for o in ops.tolist():
-        threads.setdefault((int(rank[o]), str(tid[o])), []).append(o)
-    by_thread = {key: np.asarray(rows, dtype=np.int64) for key, rows in threads.items()}
-    out = []
-    for k, at in zip(kernels.tolist(), launch.tolist(), strict=True):
-        mine = by_thread.get((int(rank[k]), str(tid[at])), ops[:0]) if at >= 0 else ops[:0]
-        around = mine[(ts[mine] <= ts[at]) & (end[mine] >= end[at])]
-        around = around[np.argsort(end[around] - ts[around])]  # innermost first
-        label = next((c for c in (sized.get(int(o), ("", -1))[0] or collective_of(name[o])
-                                  for o in around) if c), "") or collective_of(name[k])  # fmt: skip
-        nbytes = sized.get(int(k), ("", -1))[1]
-        if nbytes < 0:
-            nbytes = next((sized[int(o)][1] for o in around if sized.get(int(o), ("", -1))[1]
-                           >= 0), -1)  # fmt: skip
-        out.append((int(rank[k]), int(df["step"].iat[k]), label, int(nbytes), int(ts[k]),
-                    int(end[k] - ts[k])))  # fmt: skip
+    # each kernel named by its own name first (one test per distinct name), then by the host
+    # ops around its launch, where its thread has any
+    label = _names_of(df["name"], kernels)
+    nbytes = np.array([sized.get(k, ("", -1))[1] for k in kernels.tolist()], dtype=np.int64)
+    if ops.size:
+        tid = df["tid"]
+        threads: dict[tuple[int, str], list[int]] = {}
+        for o in ops.tolist():
+            threads.setdefault((int(rank[o]), str(tid.iat[o])), []).append(o)
+        by_thread = {key: np.asarray(rows, dtype=np.int64) for key, rows in threads.items()}
+        op_label = dict(zip(ops.tolist(), _names_of(df["name"], ops), strict=True))
+        for i, (k, at) in enumerate(zip(kernels.tolist(), launch.tolist(), strict=True)):
+            mine = by_thread.get((int(rank[k]), str(tid.iat[at])), ops[:0]) if at >= 0 else ops[:0]
+            if not mine.size:
+                continue
+            around = mine[(ts[mine] <= ts[at]) & (end[mine] >= end[at])]
+            around = around[np.argsort(end[around] - ts[around])].tolist()  # innermost first
+            named = next((c for c in (sized.get(o, ("", -1))[0] or op_label[o]
+                                      for o in around) if c), "")  # fmt: skip
+            label[i] = named or label[i]
+            if nbytes[i] < 0:
+                nbytes[i] = next((sized[o][1] for o in around if sized.get(o, ("", -1))[1]
+                                  >= 0), -1)  # fmt: skip
+    out = zip(
+        rank[kernels].tolist(),
+        step[kernels].tolist(),
+        label,
+        nbytes.tolist(),
+        ts[kernels].tolist(),
+        (end - ts)[kernels].tolist(),
+        strict=True,
+    )
     frame = pd.DataFrame(out, columns=COLUMNS[:-1])
     frame["exposed_ns"] = _exposed(df, frame, rank, ts, end, device)
     return frame
+
+
+def _names_of(names: pd.Series, rows: np.ndarray) -> list[str]:
+    """:func:`collective_of` of each of ``rows``' names, worked once per distinct name."""
+    text = names.iloc[rows].astype(str).to_numpy()
+    unique, inverse = np.unique(text, return_inverse=True)
+    said = [collective_of(n) for n in unique.tolist()]
+    return [said[i] for i in inverse.tolist()]
 
 
 def _sizes(df: pd.DataFrame) -> dict[int, tuple[str, int]]:

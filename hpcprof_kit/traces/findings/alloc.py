@@ -18,8 +18,7 @@ from hpcprof_kit.traces.findings.base import (
     rule,
     share_rule,
 )
-from hpcprof_kit.traces.findings.startup import in_steady_state, startup
-from hpcprof_kit.traces.view import names as N
+from hpcprof_kit.traces.findings.startup import startup
 from hpcprof_kit.traces.view.host_signals import CHURN_BYTES
 from hpcprof_kit.traces.view.run_view import RunView
 
@@ -113,38 +112,22 @@ def _churn_after_startup(view: RunView, spans) -> list[dict]:
     """On a trace without steps: the allocations and frees after start-up (the first device
     event), as a share of that time; those of start-up (the runtime's first cudaFree, the
     model's first allocations) are set apart and named; no gain per step."""
-    import numpy as np
-
-    from hpcprof_kit.traces.analyses.breakdown import text_test
-
-    df = view.df
-    calls = (text_test(df["name"], lambda s: s.str.match(N.ALLOC))
-             & (df["device"].to_numpy() < 0))  # fmt: skip
-    steady = in_steady_state(view, spans, calls)
-    early = calls & ~steady
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    dur = df["dur_ns"].to_numpy(dtype=np.int64)
-    hot, shares = [], {}
-    for r, span in spans.iterrows():
-        mine = steady & (rank == r)
-        wall = int(span["end_ns"]) - int(span["steady_ns"])
-        share = 100.0 * float(dur[mine].sum()) / wall if wall > 0 else 0.0
-        if int(mine.sum()) >= 2 and share >= RULES["allocator_churn"].threshold:
-            hot.append(int(r))
-            shares[int(r)] = share
-    if not hot:
+    wall = (spans["end_ns"] - spans["steady_ns"]).astype(float)
+    share = 100.0 * spans["steady_alloc_ns"].astype(float) / wall.where(wall > 0)
+    hot = spans[(spans["steady_alloc_calls"] >= 2)
+                & (share.fillna(0.0) >= RULES["allocator_churn"].threshold)]  # fmt: skip
+    if hot.empty:
         return []
-    mine = steady & np.isin(rank, hot)
-    value = max(shares.values())
+    value = float(share[hot.index].max())
     evidence = {
-        "calls_after_startup": int(mine.sum()),
-        "host_ms_after_startup": round(float(dur[mine].sum()) / 1e6, 3),
-        "startup_calls_set_apart": int((early & np.isin(rank, hot)).sum()),
-        "startup_ms_set_apart": round(float(dur[early & np.isin(rank, hot)].sum()) / 1e6, 3),
+        "calls_after_startup": int(hot["steady_alloc_calls"].sum()),
+        "host_ms_after_startup": round(float(hot["steady_alloc_ns"].sum()) / 1e6, 3),
+        "startup_calls_set_apart": int(hot["startup_alloc_calls"].sum()),
+        "startup_ms_set_apart": round(float(hot["startup_alloc_ns"].sum()) / 1e6, 3),
     }
     return [
         finding(
-            "allocator_churn", hot, [], value,
+            "allocator_churn", hot.index, [], value,
             f"{evidence['calls_after_startup']} device allocations and frees after start-up "
             f"take {evidence['host_ms_after_startup']:.1f} ms ({value:.1f} % of the trace "
             "after start-up; the trace has no steps), and each free waits for the device; "

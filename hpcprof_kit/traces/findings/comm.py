@@ -8,17 +8,16 @@ bytes over each rank's link).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hpcprof_kit.traces.findings.base import RULES, finding, pct, per_step_of, rule
+from hpcprof_kit.traces.findings.base import RULES, finding, pct, rule
 from hpcprof_kit.traces.findings.ranks import world_size
 from hpcprof_kit.traces.view import names as N
 from hpcprof_kit.traces.view.run_view import RunView
-from hpcprof_kit.traces.view.signals import BIG_COLL_BYTES, SMALL_COLL_BYTES
+from hpcprof_kit.traces.view.signals import BIG_COLL_BYTES, SMALL_COLL_BYTES, exposed_by_collective
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+    pass
 
 FAR_BELOW = 0.15  # low bus bandwidth: under this share of what the link gives nccl-tests
 
@@ -43,48 +42,6 @@ COLLECTIVE_ADVICE = {
 }
 
 
-def collective_kernels_of(view: RunView, sizes: bool = False):
-    """:func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels` of the run, made once
-    per view (with ``sizes``: their message sizes read from the trace files too); None
-    without events (a report of per-rank summaries)."""
-    if view.df is None:
-        return None
-    key = "_collective_kernels_sized" if sizes else "_collective_kernels"
-    if key not in view.__dict__:  # kept beside the view's cached parts
-        from hpcprof_kit.traces.analyses.collectives import collective_kernels
-
-        table = view.table if view.table is not None else view.df
-        view.__dict__[key] = collective_kernels(table, sizes=sizes)
-    return view.__dict__[key]
-
-
-def sizes_per_step(view: RunView) -> Callable[[str], pd.Series]:
-    """The collectives' per-step signals (``colls``, ``sized_colls``, ``small_colls``,
-    ``small_coll_ns``, ``big_coll_busbytes``, ``big_coll_ns``): the run's signals, or, when
-    they hold no message size and the events are at hand, the sizes read wherever the trace
-    holds them (the launching ``nccl:*`` op, ``record_param_comms``, the kernel)."""
-    if view.per_step("sized_colls").any() or not view.per_step("colls").any():
-        return view.per_step
-    kernels = collective_kernels_of(view, sizes=True)
-    if kernels is None or not (kernels["bytes"] >= 0).any():
-        return view.per_step
-    import pandas as pd
-
-    world = world_size(view.meta)
-    k = kernels.assign(
-        colls=1, sized_colls=(kernels["bytes"] >= 0).astype(int),
-        small_colls=((kernels["bytes"] >= 0) & (kernels["bytes"] < SMALL_COLL_BYTES)).astype(int),
-    )  # fmt: skip
-    big = k["bytes"] >= BIG_COLL_BYTES
-    factor = [N.bus_factor(c, world) for c in k["collective"]]
-    k["small_coll_ns"] = k["dur_ns"].where(k["small_colls"] == 1, 0)
-    k["big_coll_busbytes"] = (k["bytes"] * pd.Series(factor, index=k.index)).where(big, 0)
-    k["big_coll_ns"] = k["dur_ns"].where(big, 0)
-    per = k.groupby(["rank", "step"])[["colls", "sized_colls", "small_colls", "small_coll_ns",
-                                       "big_coll_busbytes", "big_coll_ns"]].sum()  # fmt: skip
-    return lambda column: per_step_of(view, per[column])
-
-
 @rule(
     "exposed_communication",
     definition="communication even the last rank to arrive waits for: each step's smallest "
@@ -100,6 +57,15 @@ def exposed_communication(view: RunView) -> list[dict]:
     b = view.rows
     if b.empty or not (b["exposed_comm_ns"] > 0).any():
         return []
+    # a step with no traced work cannot tell communication nothing hid from work the trace
+    # lost (a sampled trace of collectives alone)
+    b = b[b["compute_ns"] > 0]
+    if b.empty:
+        view.coverage["exposed_communication"] = (
+            "could not run: the steps with communication hold no traced compute, so nothing "
+            "tells what the communication could have overlapped"
+        )
+        return []
     share = pct(b["exposed_comm_ns"].to_numpy(dtype=float), b["wall_ns"].to_numpy(dtype=float))
     least = b.assign(share=share).groupby("step")["share"].min()
     value = float(least.median())
@@ -114,33 +80,36 @@ def exposed_communication(view: RunView) -> list[dict]:
         "hidden_share_of_comm_pct": round(100 * float(hidden), 2),
     }
     traced, world = int(b["rank"].nunique()), world_size(view.meta)
+    # with ranks untraced, no traced rank is known to be the last to arrive
+    who = ("every rank, even the last to arrive, waits" if traced >= world else
+           f"the {'rank' if traced == 1 else f'{traced} ranks'} traced "
+           f"wait{'s' if traced == 1 else ''}")  # fmt: skip
     caveat = (
         f" (only {traced} of {world} ranks traced: part of it may be waiting for an untraced "
         "straggler)"
         if traced < world
         else ""
     )
+    import pandas as pd
+
     advice = None
-    kernels = collective_kernels_of(view)
-    if kernels is not None and len(kernels):
-        steps = max(1, len(b))
-        by = kernels[kernels["step"].isin(b["step"])].groupby("collective")["exposed_ns"].sum()
-        by = (by[by > 0] / steps / 1e6).sort_values(ascending=False)
-        if len(by):
-            evidence["exposed_ms_per_step_by_collective"] = {
-                str(c) or "unknown": round(float(v), 3) for c, v in by.items()}  # fmt: skip
-            top, ms = str(by.index[0]), float(by.iloc[0])
-            if top in COLLECTIVE_ADVICE:  # the summary stays as the per-rank summaries give it
-                each = f"{ms:.1f} ms" if ms >= 0.1 else f"{ms * 1e3:.0f} µs"
-                advice = (f"Mostly {top} ({each} a rank and step, of the collectives nothing "
-                          f"hid): {COLLECTIVE_ADVICE[top]}")  # fmt: skip
+    by = pd.Series(exposed_by_collective(view.per_step_text("coll_exposed")), dtype=float)
+    by = (by[by > 0] / max(1, len(b)) / 1e6).sort_values(ascending=False, kind="stable")
+    if len(by):
+        evidence["exposed_ms_per_step_by_collective"] = {
+            str(c) or "unknown": round(float(v), 3) for c, v in by.items()}  # fmt: skip
+        top, ms = str(by.index[0]), float(by.iloc[0])
+        if top in COLLECTIVE_ADVICE:  # the summary stays as the per-rank summaries give it
+            each = f"{ms:.1f} ms" if ms >= 0.1 else f"{ms * 1e3:.0f} µs"
+            advice = (f"Mostly {top} ({each} a rank and step, of the collectives nothing "
+                      f"hid): {COLLECTIVE_ADVICE[top]}")  # fmt: skip
     return [
         finding(
             "exposed_communication", sorted(b["rank"].unique()),
             [s for s in least.index[least >= RULES["exposed_communication"].threshold] if s >= 0],
             value,
-            f"every rank, even the last to arrive, waits for communication with nothing to "
-            f"overlap it: {value:.1f} % of the step (median){caveat}",
+            f"{who} for communication with nothing to overlap it: {value:.1f} % of the step "
+            f"(median){caveat}",
             evidence, gain_ms=value / 100 * view.wall_ms(), advice=advice,
         )
     ]  # fmt: skip
@@ -161,7 +130,7 @@ def exposed_communication(view: RunView) -> list[dict]:
 def small_collectives(view: RunView) -> list[dict]:
     if not view.per_step("colls").any():
         return []
-    signal = sizes_per_step(view)
+    signal = view.per_step
     if not signal("sized_colls").any():
         view.coverage["small_collectives"] = (
             "could not run: the trace records no message sizes (record_param_comms or the "
@@ -214,7 +183,7 @@ def low_bus_bandwidth(view: RunView) -> list[dict]:
     devices = {p.get("name", "") for m in view.meta.values()
                for p in (m.get("device_properties") or [])}  # fmt: skip
     links = [g for g in (N.device_link(d) for d in devices) if g]
-    signal = sizes_per_step(view)
+    signal = view.per_step
     sized = signal("big_coll_ns")
     if not sized.any():
         return []

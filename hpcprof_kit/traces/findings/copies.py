@@ -73,22 +73,14 @@ def pageable_copy(view: RunView) -> list[dict]:
     needs=("device", "sig:d2h_block_ns"),
 )
 def sync_copy(view: RunView) -> list[dict]:
-    waits = None
-    if view.df is not None:
-        from hpcprof_kit.traces.analyses.blocking_copies import blocking_copies
-
-        waits = _not_named_yet(view, blocking_copies(view.df))
-        waits = waits.assign(lost_ns=waits[["host_wait_ns", "copy_ns"]].min(axis=1)
-                             + waits["idle_after_ns"])  # fmt: skip
-        per = waits.groupby(["rank", "step"])
-        hit = share_rule(view, "sync_copy", per["host_wait_ns"].sum())
-    else:  # per-rank summaries: their signal counts copies from 10 µs on
-        hit = share_rule(view, "sync_copy", "d2h_block_ns")
+    waits = _not_named_yet(view)
+    waits = waits.assign(lost_ns=waits[["host_wait_ns", "copy_ns"]].min(axis=1)
+                         + waits["idle_after_ns"])  # fmt: skip
+    per = waits.groupby(["rank", "step"])
+    hit = share_rule(view, "sync_copy", per["host_wait_ns"].sum())
     if hit is None:
         return []
     value, effect, ranks, steps = hit
-    if waits is None:
-        return [_sync_copy_of_signals(view, hit)]
     mine = waits[waits["rank"].isin(ranks)]
     n_steps = max(1, len(view.rows[view.rows["rank"].isin(ranks)]))
 
@@ -127,32 +119,15 @@ def sync_copy(view: RunView) -> list[dict]:
     return [finding("sync_copy", ranks, steps, value, summary, evidence, gain_ms=lost_ms)]
 
 
-def _not_named_yet(view: RunView, waits: pd.DataFrame) -> pd.DataFrame:
-    """``waits`` in the steps the rules read, less those ``synchronize_in_step`` has named
-    (an ``.item()``'s stream sync it counted): one wait, one finding."""
+def _not_named_yet(view: RunView) -> pd.DataFrame:
+    """The run's blocking copies (:attr:`~.RunView.waits`) in the steps the rules read, less
+    those ``synchronize_in_step`` has named (an ``.item()``'s stream sync it counted): one
+    wait, one finding."""
     import pandas as pd
 
+    waits = view.waits
     rows = view.rows.set_index(["rank", "step"]).index
     waits = waits[pd.MultiIndex.from_frame(waits[["rank", "step"]]).isin(rows)]
-    if not view.found.get("synchronize_in_step") or view.gaps is None or not len(view.gaps):
+    if not view.found.get("synchronize_in_step"):
         return waits
-    # every sync call the rule read, whether or not the device idled after it on this rank
-    seen = pd.MultiIndex.from_frame(view.gaps[["rank", "ts_ns"]])
-    return waits[~pd.MultiIndex.from_frame(waits[["rank", "ts_ns"]]).isin(seen)]
-
-
-def _sync_copy_of_signals(view: RunView, hit) -> dict:
-    """The finding from per-rank summaries: host time blocked in copies of 10 µs or more."""
-    value, effect, ranks, steps = hit
-    mb = float(view.per_step("d2h_bytes").median()) / 1e6
-    evidence = {
-        "host_blocked_ms_per_step": round(effect, 3),
-        "mb_per_step": round(mb, 3) if mb else None,
-    }
-    size = f" {mb:.0f} MB" if mb else ""
-    return finding(
-        "sync_copy", ranks, steps, value,
-        f"each step copies{size} from the device to the host and the host waits "
-        f"{effect:.1f} ms ({value:.1f} %) for it",
-        evidence, gain_ms=effect,
-    )  # fmt: skip
+    return waits[~waits["named"].to_numpy(dtype=bool)]

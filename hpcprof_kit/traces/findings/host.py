@@ -18,7 +18,6 @@ from hpcprof_kit.traces.findings.base import (
     finding,
     lacks,
     pct,
-    per_step_of,
     rule,
     share_rule,
 )
@@ -35,13 +34,15 @@ HOST_SIDE = ("data_loading", "synchronize_in_step", "launch_bound", "allocator_c
 @rule(
     "device_idle_host_bound",
     definition="the device does nothing while the host works or nothing runs (``host`` + "
-    "``idle`` parts of the step, median, % of wall)",
+    "``idle`` parts of the step, median, % of wall); the evidence says what the host did "
+    "meanwhile (the innermost op on the launching thread, each moment counted once) and the "
+    "advice follows the cause that holds most of it",
     threshold=10.0,
     unit="% of step",
     noise="a median over the rank's steps",
-    advice="Feed the device: DataLoader(num_workers>0, pin_memory=True, persistent_workers), "
-    "non_blocking copies, prefetching; a launch-bound loop gains from torch.compile or "
-    "CUDA/XPU graphs and a larger batch.",
+    advice="Find what the host does while the device waits (the evidence's "
+    "host_during_idle_ms_per_step) and move it off the step's path: overlap it with device "
+    "work, do it every N steps, or let torch.compile or CUDA/XPU graphs take the launches.",
     needs=("device",),
 )
 def device_idle_host_bound(view: RunView) -> list[dict]:
@@ -63,24 +64,108 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
         "other_ranks_median_pct": round(float(per.drop(index=hot.index).median()), 2)
         if len(per) > len(hot)
         else None,
-        "host_ops_during_idle": host_ops_in_steps(view.df, rows) if view.df is not None else None,
     }
     value = float(hot.max())
+    _, said, advice = idle_cause(view, list(hot.index), len(rows), evidence)
     return [
         finding(
             "device_idle_host_bound", hot.index, [s for s in rows["step"].unique() if s >= 0],
             value,
             f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
-            f"{value:.1f} % of the step while the host works or waits",
-            evidence, gain_ms=value / 100 * view.wall_ms(),
+            f"{value:.1f} % of the step while the host works or waits{said}",
+            evidence, gain_ms=value / 100 * view.wall_ms(), advice=advice,
         )
     ]  # fmt: skip
+
+
+# what the host did while the device idled (view.idle_host's causes): how the summary says
+# it, and the advice for it
+IDLE_CAUSES = {
+    "loader": ("waiting for the DataLoader's next batch",
+               "Load ahead of the device: DataLoader(num_workers=4 or more, pin_memory=True, "
+               "persistent_workers=True, prefetch_factor=2); move decoding and augmentation to "
+               "the workers or the device; check the file system the data is read from."),
+    "optimizer": ("in the optimizer's step",
+                  "The optimizer's step runs on the host while the device waits: a fused or "
+                  "foreach optimizer (torch.optim.AdamW(fused=True)); for a preconditioned "
+                  "one (Shampoo, K-FAC), update the preconditioner every N steps and keep its "
+                  "work on the device; torch.compile the step, or capture it in a CUDA graph."),
+    "sync": ("waiting for the device in a sync",
+             "Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step, "
+             "or do them every N steps; keep metrics on the device; copy to the host with "
+             "non_blocking=True into pinned memory and read it a step later."),
+    "first_launch": ("in a first launch that loads its kernel's code",
+                     "A first launch loads its module or compiles its kernel once: profile "
+                     "after a warm-up step (torch.profiler.schedule(wait=1, warmup=1, "
+                     "active=3)), so one-time costs stay out of the recorded steps."),
+    "alloc": ("allocating or freeing device memory",
+              "Let the caching allocator keep its blocks: no torch.cuda.empty_cache() in the "
+              "loop, static shapes (pad variable lengths to a few buckets), "
+              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."),
+    "launch": ("launching kernels one by one",
+               "Fewer, larger kernels: torch.compile (fusion), CUDA/XPU graphs "
+               "(torch.cuda.graphs, mode='reduce-overhead'), foreach/fused optimizers, a "
+               "larger batch."),
+    "ops": ("in its own ops",
+            "The host's own ops hold the device back: move that work off the step's path "
+            "(into the DataLoader's workers, or every N steps), or let torch.compile fuse it "
+            "into the device's work."),
+    "untraced": ("in time no traced op covers (Python between ops, garbage collection, I/O)",
+                 "The host's time is in no traced op: Python between the ops, garbage "
+                 "collection, logging or I/O. Record it with with_stack=True (or py-spy) to "
+                 "see where; gc.freeze() after setting up, log and checkpoint every N steps or "
+                 "from another thread."),
+}  # fmt: skip
+
+
+def idle_cause(view: RunView, ranks: list[int], cells: int,
+               evidence: dict) -> tuple[str | None, str, str | None]:  # fmt: skip
+    """What the host did while the device of ``ranks`` idled in the rules' rows
+    (:mod:`~hpcprof_kit.traces.view.idle_host`, kept in the signals): the cause that held
+    most of the idle, the words the summary adds and its advice (None, "" and None when the
+    signals lack it, a summary of an older kit). Adds the idle ms a step by cause (each the
+    median over the steps) and the innermost host ops (their mean ms a step) to
+    ``evidence``."""
+    from hpcprof_kit.traces.view.idle_host import CAUSES, innermost_ops
+
+    if "idle_untraced_ns" not in view.sig:
+        return None, "", None
+    mine = view.per_step("idle_untraced_ns").index.get_level_values("rank").isin(ranks)
+    if not mine.any():
+        return None, "", None
+    n = max(1, cells)
+    # each cause's median over the ranks' steps, as the host-side rules measure theirs
+    ms = {c: float(view.per_step(f"idle_{c}_ns")[mine].median()) / 1e6 for c in CAUSES}
+    total = sum(ms.values())
+    if total <= 0:
+        return None, "", None
+    evidence["host_during_idle_ms_per_step"] = {c: round(v, 3) for c, v in ms.items() if v > 0}
+    texts = view.per_step_text("idle_host_ops")[mine]
+    ops = innermost_ops(texts)
+    top = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    evidence["innermost_host_ops_during_idle"] = [
+        {"name": k, "ms_per_step": round(v / n / 1e6, 3)} for k, v in top]  # fmt: skip
+    ranked = sorted(CAUSES, key=lambda c: -ms[c])  # ties: the first in CAUSES' order
+    cause = ranked[0]
+    # a cause under half the idle shares the advice with the next one from a fifth on
+    named = ranked[:2] if ms[cause] < 0.5 * total and ms[ranked[1]] >= 0.2 * total else [cause]
+    parts = []
+    for c in named:
+        held = innermost_ops(texts, c)
+        most = (f", most in {min(held.items(), key=lambda kv: (-kv[1], kv[0]))[0]}"
+                if held and c != "untraced" else "")  # fmt: skip
+        parts.append(f"{IDLE_CAUSES[c][0]}: {ms[c]:.1f} ms a step "
+                     f"({100 * ms[c] / total:.0f} %){most}")  # fmt: skip
+    said = "; the host meanwhile is mostly " + "; then ".join(parts)
+    advice = " ".join(IDLE_CAUSES[c][1] for c in named)
+    evidence["idle_cause"] = named
+    return cause, said, advice
 
 
 def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
     """On a trace without steps: the device's idle share of the steady state, start-up (to
     the first device event) set apart and named; no gain per step."""
-    per = steady_device_idle(view, spans)
+    per = steady_device_idle(spans)
     hot = per[per >= RULES["device_idle_host_bound"].threshold]
     if hot.empty:
         return []
@@ -99,39 +184,18 @@ def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
         },  # fmt: skip
     }
     startup_ms = max(evidence["startup_ms_by_rank"].values())
+    _, said, advice = idle_cause(view, list(hot.index), len(hot), evidence)
+    advice = advice or RULES["device_idle_host_bound"].advice
     return [
         finding(
             "device_idle_host_bound", hot.index, [], value,
             f"the device of rank(s) {', '.join(str(r) for r in hot.index)} does nothing for "
             f"{value:.1f} % of the trace after start-up, while the host works or waits (the "
             f"trace has no steps; its start-up, {startup_ms:.1f} ms to the first device event, "
-            "is set apart)",
-            evidence, advice=f"{RULES['device_idle_host_bound'].advice} {WARMUP_ADVICE}",
+            f"is set apart){said}",
+            evidence, advice=f"{WARMUP_ADVICE} {advice}",
         )
     ]  # fmt: skip
-
-
-def host_ops_in_steps(df: pd.DataFrame, rows: pd.DataFrame, top: int = 3) -> list[dict]:
-    """The longest host ops (``cpu_op``, not nested in another) of ``rows``' ranks and steps,
-    with their total time: what the host did while the device waited."""
-    df = bare(df)
-    ops = df[
-        text_test(df["cat"], lambda s: s.isin(("cpu_op", "user_annotation", "python_function")))
-        & ~text_test(df["name"], lambda s: s.str.startswith("ProfilerStep#"))
-        & (df["device"].to_numpy() < 0)
-    ]
-    ops = ops[ops["rank"].isin(rows["rank"].unique()) & ops["step"].isin(rows["step"].unique())]
-    if ops.empty:
-        return []
-    names = ops["name"]
-    if names.dtype == "category":  # summed per code, not per text made for every row
-        total = ops["dur_ns"].groupby(names, observed=True).sum()
-        total.index = total.index.astype(str)
-        total = total.groupby(level=0).sum()  # labels equal as text: one name, sorted
-    else:
-        total = ops.groupby(names.astype(str))["dur_ns"].sum()
-    total = total.sort_values(ascending=False)
-    return [{"name": n, "total_ms": round(float(v) / 1e6, 3)} for n, v in total.head(top).items()]
 
 
 # % of step: on a device, a wait under its rule's threshold still counts from here when its
@@ -321,16 +385,9 @@ def launch_bound(view: RunView) -> list[dict]:
 def launch_idle(view: RunView) -> tuple[pd.Series, pd.Series]:
     """Per (rank, step) of the rules' rows: the device idle just before tiny kernels (ns) and
     how many such kernels, the device counted busy while any of its streams runs
-    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`; from the signals when the
-    report has no events), and never more than the step's measured device idle (its ``host``
-    and ``idle`` parts)."""
-    if view.df is not None:
-        from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
-
-        gaps = launch_gaps(view.df).set_index(["rank", "step"])
-        ns, count = (per_step_of(view, gaps[c]) for c in ("launch_idle_ns", "tiny_kernels"))
-    else:
-        ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
+    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`, in the signals), and
+    never more than the step's measured device idle (its ``host`` and ``idle`` parts)."""
+    ns, count = view.per_step("launch_idle_ns"), view.per_step("tiny_kernels")
     rows = view.rows.set_index(["rank", "step"])
     idle = (rows["host_ns"] + rows["idle_ns"]).astype(float)
     return ns.clip(upper=idle.reindex(ns.index).fillna(0)), count

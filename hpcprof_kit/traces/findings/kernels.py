@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from hpcprof_kit.traces.findings.base import RULES, finding, per_step_of, rule
+from hpcprof_kit.traces.findings.base import RULES, finding, rule
 from hpcprof_kit.traces.view import names as N
 from hpcprof_kit.traces.view.run_view import RunView
 
@@ -17,8 +17,8 @@ from hpcprof_kit.traces.view.run_view import RunView
 @rule(
     "no_tensor_cores",
     definition="GEMM and convolution time in fp32 kernels that do not use the tensor cores "
-    "(cuBLAS/cuDNN ``sgemm``/``scudnn``, or ``gemm_kernel`` of an op whose inputs are "
-    "``float``), % of all GEMM time; GEMMs 10 % of the steps or more",
+    "(cuBLAS/cuDNN ``sgemm``/``scudnn``, cuDNN's engines templated on ``<float``, or "
+    "``gemm_kernel`` of an op whose inputs are ``float``), % of all GEMM time; GEMMs 10 % of the steps or more",
     threshold=50.0,
     unit="% of GEMM time",
     noise="a share of the GEMM time, far from the threshold when it holds",
@@ -39,8 +39,6 @@ def no_tensor_cores(view: RunView) -> list[dict]:
         return []
     gemm = view.per_step("gemm_ns")
     fp32 = view.per_step("fp32_gemm_ns")
-    if view.df is not None:  # cuDNN's kernels templated on float, which no name pattern says
-        fp32 = fp32 + per_step_of(view, _float_templated_ns(view.df))
     total = float(gemm.sum())
     wall = float(view.rows["wall_ns"].sum())
     if total <= 0 or total < 0.1 * wall:
@@ -84,9 +82,6 @@ PRECISION_ADVICE = {
 _FP16_ONLY = (8, 0)
 _FP16_ONLY_NAMES = r"V100|Titan V|Quadro GV100|T4\b|RTX 20\d\d|Quadro RTX|TITAN RTX"
 _XPU_NAMES = r"Intel|Data Center GPU Max|Arc"
-# a kernel templated on float, with no half type among its parameters
-_FLOAT_TEMPLATE = re.compile(r"<float\b")
-_HALF_TEMPLATE = re.compile(r"(?i)half|bfloat|__nv_bfloat16|\bbf16|fp16")
 
 
 def precision_generation(props: list[dict]) -> str:
@@ -113,31 +108,6 @@ def precision_generation(props: list[dict]) -> str:
         elif re.search(_XPU_NAMES, name):
             found.add("xpu")
     return found.pop() if len(found) == 1 else "unknown"
-
-
-def _float_templated_ns(df):
-    """Per (rank, step), the time of GEMM and convolution kernels no name pattern places
-    (neither fp32 nor tensor-core) whose template takes ``float`` and no half type (cuDNN's
-    ``dgrad_engine<float, ...>``, ``wgrad_alg0_engine<float, ...>``, its Winograd kernels)."""
-    import numpy as np
-    import pandas as pd
-
-    from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-
-    df = bare(df)
-    names = df["name"]
-
-    def has(pattern) -> np.ndarray:
-        return text_test(names, lambda s: s.str.contains(pattern, regex=True))
-
-    rows = (text_test(df["track"], lambda s: s == "gpu") & (df["device"].to_numpy() >= 0)
-            & has(N.GEMM.pattern) & ~has(N.FP32_GEMM.pattern)
-            & ~has(N.TENSOR_CORE_GEMM.pattern) & has(_FLOAT_TEMPLATE.pattern)
-            & ~has(_HALF_TEMPLATE.pattern))  # fmt: skip
-    if not rows.any():
-        return pd.Series(dtype=float)
-    sub = df[rows]
-    return sub.groupby(["rank", "step"])["dur_ns"].sum().astype(float)
 
 
 @rule(

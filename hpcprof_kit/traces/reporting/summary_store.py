@@ -24,7 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from hpcprof_kit.traces.view.summary import RankSummary, RunSummary
 
 TABLES = ("breakdown", "ops", "kernels", "comm", "same")
-OPTIONAL = ("signals",)  # written when present; a summary from before it reads without it
+OPTIONAL = (
+    "signals",
+    "waits",
+    "startup",
+)  # written when present; an older summary reads without them
 
 
 def write_summary(summary: RankSummary, folder: str | os.PathLike[str]) -> Path:

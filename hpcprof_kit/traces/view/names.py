@@ -18,9 +18,13 @@ from __future__ import annotations
 import re
 
 COMPILED_REGION = "Torch-Compiled Region: "
-# host calls that wait for the device: CUDA / HIP syncs, Level Zero / UR waits, .item()
+# synchronous copies: the host waits for the work queued before them, then for the copy
+SYNC_COPY_CALLS = re.compile(r"^(?:cuda|hip)Memcpy(?:2D)?$|^hipMemcpy(?:DtoH|HtoD|WithStream)$")
+# host calls that wait for the device: CUDA / HIP syncs, synchronous copies, Level Zero / UR
+# waits, .item()
 SYNC_NAMES = (
     r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^urQueueFinish$|^urEventWait$"
+    rf"|{SYNC_COPY_CALLS.pattern}"
     r"|^zeEventHostSynchronize$|^zeCommandQueueSynchronize$|^aten::_local_scalar_dense$"
 )
 LOADER = re.compile(r"DataLoader|DataLoaderIter|dataloader")
@@ -42,6 +46,9 @@ FP32_GEMM = re.compile(
     r"(?i)(?:^|[_ ])sgemm|s?gemm_?fp32|scudnn|implicit_convolve_sgemm|_ffma_"
     r"|gemmSN_|Cijk_\w*_SB_(?!.*MI\d)"
 )
+# a kernel templated on float, with no half type among its parameters (cuDNN's engines)
+FLOAT_TEMPLATE = re.compile(r"<float\b")
+HALF_TEMPLATE = re.compile(r"(?i)half|bfloat|__nv_bfloat16|\bbf16|fp16")
 TENSOR_CORE_GEMM = re.compile(
     r"(?i)xmma|hmma|tensorop|s1688|s16816|h1688|h16816|i8816|884gemm|nvjet|wgmma|tf32|bf16"
     r"|f16|fp16|_MI\d+x\d+"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.view.signals import rows_by_rank
-from hpcprof_kit.traces.view.slower import slower_than_others
+from hpcprof_kit.traces.view.slower import slower_of_medians, slower_than_others
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -70,7 +70,9 @@ class RunView:
     the trace table is at hand, ``df`` is it without its metadata, ``table`` it as loaded (its
     metadata names the files ``[memory]`` events are read from), ``gaps`` the host's waits
     (:func:`~hpcprof_kit.traces.view.signals.sync_gaps`) and :attr:`idle` the device's idle
-    time by cause. A report of per-rank summaries (``--mpi``) has no table: ``slower(rank)``
+    time by cause. ``waits`` are the device-to-host copies the host waited for
+    (:func:`~hpcprof_kit.traces.view.signals.copy_waits`), from the table or the summaries;
+    ``spans`` the summaries' start-up of each rank (:attr:`startup`). A report of per-rank summaries (``--mpi``) has no table: ``slower(rank)``
     stands in for the straggler's kernels. Rules leave their findings in ``found`` (later
     rules read them) and the reasons a rule could not run in ``coverage``.
 
@@ -94,6 +96,8 @@ class RunView:
     table: pd.DataFrame | None = None
     gaps: pd.DataFrame | None = None
     slower: Callable[[int], list[dict]] | None = None
+    waits: pd.DataFrame | None = None
+    spans: pd.DataFrame | None = None
     found: dict[str, list[dict]] = field(default_factory=dict)
     coverage: dict[str, str] = field(default_factory=dict)
 
@@ -101,13 +105,15 @@ class RunView:
     def of(cls, table: pd.DataFrame) -> RunView:
         """The view of a trace table (``load``'s), each part computed once."""
         from hpcprof_kit.traces.analyses.breakdown import bare, rank_steps, step_breakdown
-        from hpcprof_kit.traces.view.signals import signals, sync_gaps
+        from hpcprof_kit.traces.view.signals import copy_waits, signals, sync_gaps
 
         meta = table.attrs.get("ranks", {})
         df = bare(table)  # the analyses need no metadata: pandas would copy it at every step
         b = step_breakdown(df)
         gaps = sync_gaps(df)
-        return cls(b, rank_steps(b), signals(df, gaps, meta), meta, df, table, gaps)
+        waits = copy_waits(df, gaps)
+        sig = signals(df, gaps, meta, waits=waits)
+        return cls(b, rank_steps(b), sig, meta, df, table, gaps, waits=waits)
 
     @classmethod
     def of_summary(cls, run: RunSummary) -> RunView:
@@ -115,18 +121,37 @@ class RunView:
         breakdown, rank x step table and signals, no events."""
         import pandas as pd
 
-        from hpcprof_kit.traces.view.signals import SIGNAL_COLUMNS
+        from hpcprof_kit.traces.view.signals import SIGNAL_COLUMNS, WAIT_COLUMNS
 
         sig = run.signals if run.signals is not None else pd.DataFrame(columns=SIGNAL_COLUMNS)
-        same = run.same_name
+        waits = run.waits if run.waits is not None else pd.DataFrame(columns=WAIT_COLUMNS)
+        same, medians = run.same_name, run.medians
 
         def slower(rank: int) -> list[dict]:
-            if same.empty:
+            if medians is not None and len(medians):  # every name's median, as the table's
+                return slower_of_medians(medians, rank)
+            if same.empty:  # a summary of an older kit: its top names alone
                 return []
             med = same.pivot_table(index="name", columns="rank", values="median_us")
             return slower_than_others(med, rank)
 
-        return cls(run.breakdown, run.steps, sig, run.ranks, slower=slower)
+        return cls(run.breakdown, run.steps, sig, run.ranks, slower=slower, waits=waits,
+                   spans=run.startup)  # fmt: skip
+
+    @cached_property
+    def startup(self) -> pd.DataFrame | None:
+        """On a trace without steps, each rank's start-up and steady state, by rank
+        (:func:`~hpcprof_kit.traces.view.startup.startup_spans`: from the events, else from
+        the per-rank summaries); None when the run has steps or neither is at hand."""
+        from hpcprof_kit.traces.view.startup import startup_spans
+
+        if self.stepped:
+            return None
+        if self.df is not None:
+            return startup_spans(self.df)
+        if self.spans is None:
+            return None
+        return self.spans.set_index("rank") if "rank" in self.spans else self.spans
 
     @cached_property
     def idle(self) -> pd.DataFrame | None:
@@ -244,6 +269,15 @@ class RunView:
         """``sig[column]`` per (rank, step) of :attr:`rows` (0 where the signals have none)."""
         # the (rank, step) indexes are built once per run, not once per rule
         return self._sig_by_step[column].reindex(self._rows_index).fillna(0).astype(float)
+
+    def per_step_text(self, column: str) -> pd.Series:
+        """``sig[column]`` (a text column) per (rank, step) of :attr:`rows` ("" where the
+        signals have none, or lack the column: a summary of an older kit)."""
+        import pandas as pd
+
+        if column not in self.sig:
+            return pd.Series("", index=self._rows_index)
+        return self._sig_by_step[column].reindex(self._rows_index).fillna("").astype(str)
 
     def share(self, column: str) -> pd.Series:
         """``sig[column]`` (ns) per (rank, step) as % of that step's wall time."""

@@ -13,17 +13,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hpcprof_kit.traces.analyses.blocking_copies import D2H, blocking_copies
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+from hpcprof_kit.traces.analyses.launch_pacing import launch_gaps
 from hpcprof_kit.traces.table.distinct import distinct
 from hpcprof_kit.traces.view import host_signals as H
 from hpcprof_kit.traces.view import names as N
+from hpcprof_kit.traces.view.idle_host import NUMERIC as IDLE_NUMERIC
+from hpcprof_kit.traces.view.idle_host import idle_host
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 SHORT_KERNEL_NS = 10_000
-TINY_KERNEL_NS = 20_000  # a kernel this short is paced by its launch, not by its work
-LAUNCH_GAP_NS = 500_000  # a longer gap before a tiny kernel is a pause, not a launch
 SMALL_COLL_BYTES = 1 << 20  # below this an all-reduce is latency-bound (nccl-tests' knee)
 BIG_COLL_BYTES = 4 << 20  # from this on an all-reduce is bandwidth-bound
 DRAINED_NS = 500_000  # a device idle this long before a sync had drained: the sync cost nothing
@@ -32,8 +34,14 @@ NUMERIC = ["kernels", "short_kernels", "short_ns", "sync_idle_ns", "sync_calls",
            "pageable_bytes", "d2h_block_ns", "d2h_bytes", "alloc_calls", "alloc_ns",
            "launch_idle_ns", "tiny_kernels", "gemm_ns", "fp32_gemm_ns", "colls", "sized_colls",
            "small_colls", "small_coll_ns", "big_coll_busbytes", "big_coll_ns", "tiny_ops",
-           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns"]  # fmt: skip
-SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, "region_names"]
+           "tiny_op_ns", "memory_events", "churn_blocks", "churn_ns",
+           *IDLE_NUMERIC]  # fmt: skip
+TEXT = ["region_names", "coll_exposed", "idle_host_ops"]
+SIGNAL_COLUMNS = ["rank", "step", *NUMERIC, *TEXT]
+# the device-to-host copies the host waited for (:func:`copy_waits`): what a rank's summary
+# keeps of each, for the rule's evidence
+WAIT_COLUMNS = ["rank", "step", "op", "call", "ts_ns", "host_wait_ns", "copy_ns",
+                "idle_after_ns", "named"]  # fmt: skip
 
 
 def rows_by_rank(rows: np.ndarray, rank: np.ndarray) -> dict[int, np.ndarray]:
@@ -83,21 +91,29 @@ class _Busy:
 
 
 def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | None = None,
-            args: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+            args: pd.DataFrame | None = None,
+            waits: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
     """Per rank and step the columns of ``SIGNAL_COLUMNS``: kernels (all, under 10 µs, their
     ns, all kernel ns), the device idle after host syncs (:func:`sync_gaps`) and their calls,
     the compiled regions, the DataLoader's host time and the device idle during it, copies
-    whose name says the memory kind, pageable host-to-device copies (ns, bytes), host time
-    blocked in device-to-host copies (ns, bytes), device allocations and frees (calls, ns),
-    the device idle before tiny kernels (launch pacing), GEMM time and its fp32 part, and
-    collectives (count, with known size, small ones and their ns, the big ones' bus bytes
-    and ns); on a rank without a device, its loops of tiny host ops and the large host
-    blocks it allocates and frees inside a step (:mod:`.host_signals`). ``meta`` (default
-    ``df.attrs["ranks"]``) names the files the arguments are read
-    from, unless ``args`` (:func:`~hpcprof_kit.traces.view.args.run_args`) is given."""
+    whose name says the memory kind, pageable host-to-device copies (ns, bytes), the host's
+    wait for device-to-host copies of any size (:func:`copy_waits`, ``waits`` when given) and
+    the bytes of those from 10 µs on, device allocations and frees (calls, ns), the device
+    idle before tiny kernels while none of its streams ran
+    (:func:`~hpcprof_kit.traces.analyses.launch_pacing.launch_gaps`), GEMM time and its
+    fp32 part, and collectives (count, with known size, small ones and their ns, the big
+    ones' bus bytes and ns, and the exposed ns of each collective by name,
+    :func:`~hpcprof_kit.traces.analyses.collectives.collective_kernels`), the device's idle
+    by what the host did meanwhile (:func:`~hpcprof_kit.traces.view.idle_host.idle_host`); on a
+    rank without a
+    device, its loops of tiny host ops and the large host blocks it allocates and frees
+    inside a step (:mod:`.host_signals`). ``meta`` (default ``df.attrs["ranks"]``) names the
+    files the arguments are read from, unless ``args``
+    (:func:`~hpcprof_kit.traces.view.args.run_args`) is given."""
     import pandas as pd
 
     meta = df.attrs.get("ranks", {}) if meta is None else meta
+    table = df  # as loaded: the collectives' sizes are read from the files it names
     df = bare(df)
     key = ["rank", "step"]
     rank = df["rank"].to_numpy(dtype=np.int64)
@@ -160,26 +176,34 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
               _by(rank[pageable], step[pageable], dur[pageable], "pageable_ns"),
               _by(rank[pageable], step[pageable], np.maximum(nbytes[pageable], 0),
                   "pageable_bytes")]  # fmt: skip
-    parts += _d2h_blocked(rank, step, ts, dur, corr, track, has(N.D2H.pattern), dev, nbytes)
+    parts += _d2h_bytes(rank, step, ts, dur, corr, track, has(N.D2H.pattern), dev, nbytes)
+    waits = copy_waits(df, gaps) if waits is None else waits
+    if len(waits):
+        parts.append(waits.groupby(key)["host_wait_ns"].sum().rename("d2h_block_ns"))
     alloc = ~dev & has(N.ALLOC.pattern)
     parts += [_by(rank[alloc], step[alloc], 1, "alloc_calls"),
               _by(rank[alloc], step[alloc], dur[alloc], "alloc_ns")]  # fmt: skip
-    parts += _launch_gaps(rank, step, ts, dur, gpu)
+    if gpu.any():
+        paced = launch_gaps(df).set_index(key)
+        parts += [paced["launch_idle_ns"], paced["tiny_kernels"]]
     # no device: the aten ops are the work
     cpu_ranks = np.setdiff1d(distinct(rank), distinct(rank[dev]), assume_unique=True)
     if cpu_ranks.size:
         parts += H.tiny_op_loops(df, rank, step, ts, dur, dev, cpu_ranks, _by)
         parts += H.churned_blocks(df, rank, step, ts, dur, dev, cpu_ranks, meta, _by)
     parts += _gemms(rank, step, dur, gpu, has, ext, meta, args)
-    parts += _collectives(rank, step, dur, corr, track, dev, cargs)
+    parts += _collectives(table, meta, rank, step, dur, corr, track, dev, cargs)
+    if dev.any():  # what the host did while the device idled, by cause and innermost op
+        parts.append(idle_host(df).set_index(key))
     out = pd.concat(parts, axis=1) if parts else pd.DataFrame(
         index=pd.MultiIndex.from_arrays([[], []], names=key))  # fmt: skip
     out = out.reset_index()
     for col in NUMERIC:
         out[col] = (out[col] if col in out else pd.Series(0, index=out.index)).fillna(0)
         out[col] = out[col].astype(np.int64)
-    names = out["region_names"] if "region_names" in out else pd.Series("", index=out.index)
-    out["region_names"] = names.fillna("").astype(str)
+    for col in TEXT:
+        names = out[col] if col in out else pd.Series("", index=out.index)
+        out[col] = names.fillna("").astype(str)
     return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
 
 
@@ -215,55 +239,62 @@ def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, in
     return {(r, c): (b, str(k), g) for r, c, b, k, g in zip(*cols, strict=True)}
 
 
-def _d2h_blocked(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
-    """Host time blocked in the runtime call of each device-to-host copy that is not a scalar
-    (longer than 10 µs): the call ends when the copy does, so the host waited for it."""
+def _d2h_bytes(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
+    """The bytes of each device-to-host copy that is not a scalar (longer than 10 µs) whose
+    runtime call ends when the copy does (the host waited for it)."""
     copy = (track == "memcpy") & dev & (dur >= SHORT_KERNEL_NS)
     copy &= d2h
     if not copy.any():
         return []
     calls = (track == "runtime") & ~dev & (corr >= 0)
     call_at = {(int(rank[i]), int(corr[i])): i for i in np.flatnonzero(calls)}
-    rows, blocked, copies = [], [], []
+    rows, copies = [], []
     for i in np.flatnonzero(copy):
         j = call_at.get((int(rank[i]), int(corr[i])))
         if j is not None and ts[j] + dur[j] >= ts[i] + dur[i] - 1_000:
             rows.append(j)
-            # the copy itself, while the host waits (queued work before it is not lost)
-            blocked.append(int(min(dur[j], dur[i])))
             copies.append(i)
     if not rows:
         return []
     rows_a = np.asarray(rows)
-    return [_by(rank[rows_a], step[rows_a], np.asarray(blocked), "d2h_block_ns"),
-            _by(rank[rows_a], step[rows_a], np.maximum(nbytes[copies], 0), "d2h_bytes")]  # fmt: skip
+    return [_by(rank[rows_a], step[rows_a], np.maximum(nbytes[copies], 0), "d2h_bytes")]
 
 
-def _launch_gaps(rank, step, ts, dur, gpu):
-    """The device idle just before each tiny kernel (gap under 0.5 ms): launch pacing."""
-    out_r, out_s, out_v = [], [], []
-    for rows in rows_by_rank(np.flatnonzero(gpu), rank).values():
-        rows = rows[np.argsort(ts[rows], kind="stable")]
-        end = np.maximum.accumulate(ts[rows] + dur[rows])
-        gap = np.concatenate([[0], ts[rows][1:] - end[:-1]])
-        paced = (dur[rows] < TINY_KERNEL_NS) & (gap > 0) & (gap < LAUNCH_GAP_NS)
-        out_r.append(rank[rows][paced])
-        out_s.append(step[rows][paced])
-        out_v.append(gap[paced])
-    if not out_r:
-        return []
-    r, s, v = (np.concatenate(x) for x in (out_r, out_s, out_v))
-    return [_by(r, s, v, "launch_idle_ns"), _by(r, s, 1, "tiny_kernels")]
+def copy_waits(df: pd.DataFrame, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The device-to-host copies the host waited for
+    (:func:`~hpcprof_kit.traces.analyses.blocking_copies.blocking_copies`), in the columns of
+    ``WAIT_COLUMNS``: ``named`` when the host's wait is a call ``synchronize_in_step`` reads
+    (one of ``gaps``, :func:`sync_gaps`, whether or not the device idled after it on that
+    rank), so one wait makes one finding."""
+    import pandas as pd
+
+    waits = blocking_copies(df)
+    if waits.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("op", "call") else bool
+                             if c == "named" else np.int64) for c in WAIT_COLUMNS})  # fmt: skip
+    gaps = sync_gaps(df) if gaps is None else gaps
+    named = np.zeros(len(waits), dtype=bool)
+    if len(gaps):  # every sync call the rule reads, whether or not the device idled after it
+        seen = pd.MultiIndex.from_frame(gaps[["rank", "ts_ns"]])
+        named = pd.MultiIndex.from_frame(waits[["rank", "ts_ns"]]).isin(seen)
+    out = waits.assign(named=named)[WAIT_COLUMNS]
+    return out.astype({c: np.int64 for c in WAIT_COLUMNS if c.endswith("_ns")} | {
+        "rank": np.int64, "step": np.int64, "op": str, "call": str})  # fmt: skip
 
 
 def _gemms(rank, step, dur, gpu, has, ext, meta, args):
     """GEMM and convolution kernel time, and its part in fp32 without tensor cores: by the
-    kernel's name, else (oneDNN's ``gemm_kernel``) by its op's recorded input types."""
+    kernel's name or its template's ``float`` type, else (oneDNN's ``gemm_kernel``) by its
+    op's recorded input types."""
     gemm = gpu & has(N.GEMM.pattern)
     if not gemm.any():
         return []
     fp32 = gemm & has(N.FP32_GEMM.pattern)
     unknown = gemm & ~fp32 & ~has(N.TENSOR_CORE_GEMM.pattern)
+    # cuDNN's kernels templated on float, which no name pattern places (``dgrad_engine<float,
+    # ...>``, ``wgrad_alg0_engine<float, ...>``, its Winograd kernels)
+    fp32 |= unknown & has(N.FLOAT_TEMPLATE.pattern) & ~has(N.HALF_TEMPLATE.pattern)
+    unknown &= ~fp32
     if unknown.any():
         from hpcprof_kit.traces.view.args import run_args
 
@@ -278,9 +309,17 @@ def _gemms(rank, step, dur, gpu, has, ext, meta, args):
             _by(rank[fp32], step[fp32], dur[fp32], "fp32_gemm_ns")]  # fmt: skip
 
 
-def _collectives(rank, step, dur, corr, track, dev, cargs):
-    """Collective kernels: all, those of known size, small ones (and their time), and the big
-    ones' bus bytes (nccl-tests: bytes x 2(n-1)/n for an all-reduce) and time."""
+def _collectives(table, meta, rank, step, dur, corr, track, dev, cargs):
+    """Collective kernels: all, those of known size, small ones (and their time), the big
+    ones' bus bytes (nccl-tests: bytes x 2(n-1)/n for an all-reduce) and time, and the time
+    nothing hid of each collective, by name (``coll_exposed``: ``allreduce=ns;...``). Sizes
+    come from the kernels' own arguments, else, when those hold none, from wherever the trace
+    holds them (the launching ``nccl:*`` op, ``record_param_comms``), with the run's world
+    size as the group."""
+    import pandas as pd
+
+    from hpcprof_kit.traces.analyses.collectives import collective_kernels
+
     coll = (track == "comm") & dev
     if not coll.any():
         return []
@@ -288,6 +327,13 @@ def _collectives(rank, step, dur, corr, track, dev, cargs):
     size = [cargs.get((int(r), int(c)), (-1, "", -1)) for r, c in zip(rank[rows].tolist(),
             corr[rows].tolist(), strict=True)] if cargs else [(-1, "", -1)] * rows.size  # fmt: skip
     nbytes = np.fromiter((s[0] for s in size), dtype=np.int64, count=rows.size)
+    sized_here = bool((nbytes >= 0).any())
+    kernels = collective_kernels(_with_meta(table, meta), sizes=not sized_here)
+    if not sized_here and len(kernels) == rows.size and (kernels["bytes"] >= 0).any():
+        world = max([int(m.get("world_size") or 0) for m in meta.values()], default=0) or 1
+        nbytes = kernels["bytes"].to_numpy(dtype=np.int64)
+        size = [(int(b), str(c), world) for b, c in zip(nbytes.tolist(), kernels["collective"],
+                strict=True)]  # fmt: skip
     # the bus factor of the big ones alone: only they are read
     factor = np.ones(rows.size)
     for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
@@ -295,11 +341,46 @@ def _collectives(rank, step, dur, corr, track, dev, cargs):
     sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
         BIG_COLL_BYTES)  # fmt: skip
     r, s, d = rank[rows], step[rows], dur[rows]
-    return [_by(r, s, 1, "colls"), _by(r[sized], s[sized], 1, "sized_colls"),
-            _by(r[small], s[small], 1, "small_colls"),
-            _by(r[small], s[small], d[small], "small_coll_ns"),
-            _by(r[big], s[big], (nbytes[big] * factor[big]).astype(np.int64),
-                "big_coll_busbytes"), _by(r[big], s[big], d[big], "big_coll_ns")]  # fmt: skip
+    out = [_by(r, s, 1, "colls"), _by(r[sized], s[sized], 1, "sized_colls"),
+           _by(r[small], s[small], 1, "small_colls"),
+           _by(r[small], s[small], d[small], "small_coll_ns"),
+           _by(r[big], s[big], (nbytes[big] * factor[big]).astype(np.int64),
+               "big_coll_busbytes"), _by(r[big], s[big], d[big], "big_coll_ns")]  # fmt: skip
+    exposed = kernels[kernels["exposed_ns"] > 0]
+    if len(exposed):
+        by = exposed.groupby(["rank", "step", "collective"])["exposed_ns"].sum()
+        text: dict[tuple[int, int], list[str]] = {}
+        for (r_, s_, c), ns in zip(by.index.tolist(), by.tolist(), strict=True):
+            text.setdefault((r_, s_), []).append(f"{c}={int(ns)}")
+        index = pd.MultiIndex.from_tuples(list(text), names=["rank", "step"])
+        out.append(pd.Series([";".join(v) for v in text.values()], index=index,
+                             name="coll_exposed"))  # fmt: skip
+    return out
+
+
+def exposed_by_collective(texts) -> dict[str, int]:
+    """The ``coll_exposed`` texts of some ranks and steps, added up: collective -> ns ("" for
+    a collective neither its host op nor its kernel names).
+
+    >>> exposed_by_collective(["allreduce=5;alltoall=2", "allreduce=1", ""])
+    {'allreduce': 6, 'alltoall': 2}
+    """
+    out: dict[str, int] = {}
+    for text in texts:
+        for part in str(text).split(";") if text else ():
+            name, _, ns = part.rpartition("=")
+            out[name] = out.get(name, 0) + int(ns)
+    return out
+
+
+def _with_meta(df: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """``df`` over the same columns with ``meta`` as its ranks' metadata (the files the
+    analyses read arguments from)."""
+    import pandas as pd
+
+    out = pd.DataFrame(df, copy=False)
+    out.attrs = {"ranks": meta}
+    return out
 
 
 def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
@@ -316,6 +397,7 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
     rows = text_test(df["name"], lambda s: s.str.contains(N.SYNC_NAMES, regex=True))
     rows &= (df["step"].to_numpy() >= 0) & (df["device"].to_numpy() < 0)
     rows &= ~_scalar_of_host_tensor(df, rows)
+    rows &= ~_copy_to_host(df, rows)
     sync = df[rows]
     cols = ["rank", "step", "name", "ts_ns", "dur_ns", "idle_after_ns", "next_device_ns"]
     if sync.empty:
@@ -354,6 +436,23 @@ def sync_gaps(df: pd.DataFrame) -> pd.DataFrame:
             "next_device_ns": following,
         }
     )
+
+
+def _copy_to_host(df: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` are synchronous copies (``cudaMemcpy``) of device memory to the host:
+    the host's wait in them is a blocking copy's (:func:`copy_waits`, the ``sync_copy``
+    rule's), not a sync's; a synchronous copy to the device still counts as a sync."""
+    calls = rows & text_test(df["name"], lambda s: s.str.contains(N.SYNC_COPY_CALLS))
+    out = np.zeros(len(df), dtype=bool)
+    if not calls.any():
+        return out
+    copies = text_test(df["track"], lambda s: s == "memcpy") & (df["device"].to_numpy() >= 0)
+    copies &= text_test(df["name"], lambda s: s.str.contains(D2H))
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    corr = df["corr"].to_numpy(dtype=np.int64)
+    key = (rank << 40) | corr
+    out[calls] = np.isin(key[calls], key[copies]) & (corr[calls] >= 0)
+    return out
 
 
 def _scalar_of_host_tensor(df: pd.DataFrame, rows: np.ndarray) -> np.ndarray:

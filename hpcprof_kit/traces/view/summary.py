@@ -37,7 +37,16 @@ from hpcprof_kit.traces.analyses.ops import (
 )
 from hpcprof_kit.traces.read.naming import check_same_run
 from hpcprof_kit.traces.table.order import by_value
-from hpcprof_kit.traces.view.signals import SIGNAL_COLUMNS, signals
+from hpcprof_kit.traces.view.signals import (
+    SIGNAL_COLUMNS,
+    WAIT_COLUMNS,
+    copy_waits,
+    signals,
+    sync_gaps,
+)
+from hpcprof_kit.traces.view.slower import MEDIAN_COLUMNS, name_medians
+from hpcprof_kit.traces.view.startup import COLUMNS as SPAN_COLUMNS
+from hpcprof_kit.traces.view.startup import startup_spans
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -61,6 +70,9 @@ class RankSummary:
     comm: pd.DataFrame  # collective, count, total_ns, max_ns (comm track, by kernel name)
     same: pd.DataFrame  # same_name(df, name) row of this rank for its top names
     signals: pd.DataFrame | None = None  # findings.signals of this rank (report rules)
+    waits: pd.DataFrame | None = None  # signals.copy_waits of this rank (the sync_copy rule)
+    startup: pd.DataFrame | None = None  # startup.startup_spans of this rank, with a rank column
+    medians: pd.DataFrame | None = None  # slower.name_medians of this rank (the straggler's)
 
 
 @dataclass
@@ -79,6 +91,9 @@ class RunSummary:
     slowest_ops: pd.DataFrame  # top_ops of each of the slowest ranks, with a rank column
     same_name: pd.DataFrame  # per name and rank: same_name's row of that rank
     signals: pd.DataFrame | None = None  # findings.signals of every rank (report rules)
+    waits: pd.DataFrame | None = None  # signals.copy_waits of every rank (the sync_copy rule)
+    startup: pd.DataFrame | None = None  # startup.startup_spans of every rank without steps
+    medians: pd.DataFrame | None = None  # slower.name_medians of every rank
     failures: list[dict[str, str]] = field(default_factory=list)  # files that did not load
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's meta, by rank
 
@@ -114,7 +129,8 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
         )
     rank = int(ranks[0])
     meta = dict(df.attrs.get("ranks", {}).get(rank, {}))
-    meta = {k: meta.get(k) for k in ("world_size", "backend", "format", "skipped", "warnings")}
+    keep = ("world_size", "backend", "format", "skipped", "warnings", "device_properties")
+    meta = {k: meta.get(k) for k in keep}
     meta["sources"] = _sources(df.attrs.get("ranks", {}).get(rank, {}))
     meta["events"] = len(df)
     ops, kernels = _name_totals(df, "op"), _name_totals(df, "kernel")
@@ -122,6 +138,8 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
     for totals, what in ((ops, "op"), (kernels, "kernel")):
         top = by_value(totals, "self_ns", names=(what,))[what]
         names += [n for n in top.head(SAME_NAME_TOP) if n not in names]
+    gaps = sync_gaps(df)
+    waits = copy_waits(df, gaps)
     return RankSummary(
         rank,
         meta,
@@ -130,7 +148,10 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
         kernels,
         _comm_totals(df),
         _same_rows(df, rank, names),
-        signals(df),
+        signals(df, gaps, waits=waits),
+        waits,
+        startup_spans(df).reset_index(),
+        name_medians(df),
     )
 
 
@@ -271,6 +292,9 @@ def combine(
         slowest_ops=slowest_ops,
         same_name=_concat([s.same for s in by_rank], ["name", "rank", *SAME_COLUMNS]),
         signals=_concat([s.signals for s in by_rank if s.signals is not None], SIGNAL_COLUMNS),
+        waits=_concat([s.waits for s in by_rank if s.waits is not None], WAIT_COLUMNS),
+        startup=_concat([s.startup for s in by_rank if s.startup is not None], SPAN_COLUMNS),
+        medians=_concat([s.medians for s in by_rank if s.medians is not None], MEDIAN_COLUMNS),
         failures=list(failures or []),
         ranks={s.rank: s.meta for s in by_rank},
     )

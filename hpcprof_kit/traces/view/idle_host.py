@@ -1,0 +1,285 @@
+"""What the host was doing while the device sat idle: each idle nanosecond of a step given to
+the innermost host op running on the launching thread at that moment, counted once (an
+``aten::item`` around ``aten::_local_scalar_dense`` around ``cudaStreamSynchronize`` is the
+sync, not three ops), and to a cause:
+
+- ``loader``: inside the DataLoader's ``__next__`` (whatever runs in it: loading the batch);
+- ``optimizer``: inside the optimizer's step (``Optimizer.step#...``);
+- ``sync``: the host waits for the device (``names.SYNC_NAMES``: a stream or device sync,
+  ``.item()``, a synchronous copy);
+- ``first_launch``: a kernel launch of 1 ms or more while the device idles (its module
+  loaded, its code compiled: a one-time cost a warm-up step takes);
+- ``alloc``: the runtime allocates or frees device memory (``names.ALLOC``);
+- ``launch``: the host is launching a kernel (its launch call is the innermost op);
+- ``ops``: any other host op (the host's own work: Python-level ops, their dispatch);
+- ``untraced``: no traced op runs (Python between ops, garbage collection, I/O).
+
+The first cause that holds, in that order, wins. A step's window is its ``ProfilerStep``; on
+a rank without steps it runs from the first device event (start-up set apart) to the last
+event's end. The launching thread is the one with the most runtime calls (else the most host
+ops). Per rank and step the signals keep each cause's ns and the innermost ops' names with
+their ns (the five longest), so a report of per-rank summaries reads the same.
+
+>>> import pandas as pd
+>>> df = pd.DataFrame({"rank": [0] * 6, "step": [1] * 6, "device": [-1, -1, -1, -1, 0, 0],
+...     "track": ["cpu", "cpu", "cpu", "runtime", "gpu", "gpu"], "tid": ["1"] * 4 + ["7"] * 2,
+...     "name": ["ProfilerStep#1", "aten::item", "aten::_local_scalar_dense",
+...              "cudaStreamSynchronize", "k", "k"], "ts_ns": [0, 100, 110, 120, 0, 900],
+...     "dur_ns": [1000, 700, 600, 580, 50, 100]})
+>>> out = idle_host(df)  # idle 50-900: the sync 580 ns and _local_scalar_dense's own 20 (a
+>>> # sync too), aten::item's own 100, nothing traced 50 before it and 100 after
+>>> out[["rank", "step", "idle_sync_ns", "idle_ops_ns", "idle_untraced_ns"]].values.tolist()
+[[0, 1, 600, 100, 150]]
+>>> out["idle_host_ops"].tolist()
+['sync|cudaStreamSynchronize=580;ops|aten::item=100;sync|aten::_local_scalar_dense=20']
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hpcprof_kit.traces.analyses import intervals as iv
+from hpcprof_kit.traces.analyses.breakdown import bare, step_spans, text_test
+from hpcprof_kit.traces.view import names as N
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+CAUSES = ("loader", "optimizer", "sync", "first_launch", "alloc", "launch", "ops", "untraced")
+FIRST_LAUNCH_NS = 1_000_000  # a launch this long on an idle device loads its code: once
+NUMERIC = [f"idle_{c}_ns" for c in CAUSES]
+COLUMNS = ["rank", "step", *NUMERIC, "idle_host_ops"]
+BUSY_TRACKS = ("gpu", "comm", "memcpy", "memset")
+HOST_TRACKS = ("cpu", "runtime")
+TOP_OPS = 5  # innermost ops' names kept per rank and step
+# torch.optim's own range around each step: "Optimizer.step#AdamW.step"
+OPTIMIZER = re.compile(r"^Optimizer\.step#")
+# the runtimes' kernel launches and graph launches
+LAUNCH = re.compile(
+    r"^(?:cuda|hip|cu)LaunchKernel(?:Ex(?:C)?)?(?:_ptsz)?$|^cudaLaunchCooperativeKernel"
+    r"|^(?:cuda|hip)GraphLaunch$|^hip(?:Ext)?ModuleLaunchKernel$|^cuLaunchKernel"
+    r"|^urEnqueueKernelLaunch$|^zeCommandListAppendLaunchKernel$"
+)
+_SYNC = re.compile(N.SYNC_NAMES)
+
+
+def idle_host(df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and step with device idle, the columns of ``COLUMNS``: the idle ns given to
+    each cause of :data:`CAUSES`, and ``idle_host_ops``, the innermost host ops' names with
+    their idle ns (``name=ns;...``, the :data:`TOP_OPS` longest)."""
+    import pandas as pd
+
+    df = bare(df)
+    rank = df["rank"].to_numpy(dtype=np.int64)
+    device = df["device"].to_numpy(dtype=np.int64)
+    busy = text_test(df["track"], lambda s: s.isin(BUSY_TRACKS)) & (device >= 0)
+    if not busy.any():
+        return pd.DataFrame(columns=COLUMNS)
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
+    host = text_test(df["track"], lambda s: s.isin(HOST_TRACKS)) & (device < 0) & (end > ts)
+    host &= ~text_test(df["name"], lambda s: s.str.startswith("ProfilerStep#"))
+    runtime = text_test(df["track"], lambda s: s == "runtime") & (device < 0)
+    tid = df["tid"]
+    tid = tid.cat.codes.to_numpy() if hasattr(tid, "cat") else pd.factorize(tid)[0]
+    codes, labels = _codes(df["name"])
+    # every rank in a block of time of its own, every launching thread in one of its own:
+    # one pass over the run, not one per rank
+    base, span = int(ts.min()), int(max(end.max(), ts.max()) - ts.min()) + 1
+    spans = step_spans(df)
+    on = np.flatnonzero(busy)
+    ranks = np.unique(rank[on])
+    spans = spans[np.isin(spans["rank"].to_numpy(), ranks)]
+    block = np.searchsorted(ranks, rank)  # a rank's block (valid for the kept rows)
+    first_busy = np.full(ranks.size, np.iinfo(np.int64).max)
+    np.minimum.at(first_busy, block[on], ts[on])
+    w_rank = np.searchsorted(ranks, spans["rank"].to_numpy(dtype=np.int64))
+    w_step = spans["step"].to_numpy(dtype=np.int64)
+    w_start = spans["start_ns"].to_numpy(dtype=np.int64)
+    stepless = np.ones(ranks.size, dtype=bool)
+    stepless[w_rank[w_step >= 0]] = False
+    # a rank without steps: its steady state alone, from its first device event
+    w_start = np.where(stepless[w_rank], np.maximum(w_start, first_busy[w_rank]), w_start)
+    shift = (w_rank * span) - base
+    w_start, w_stop = w_start + shift, spans["end_ns"].to_numpy(dtype=np.int64) + shift
+    order = np.argsort(w_start, kind="stable")
+    w_rank, w_step, w_start, w_stop = (x[order] for x in (w_rank, w_step, w_start, w_stop))
+    b_start, b_end = iv.union(ts[on] - base + block[on] * span, end[on] - base + block[on] * span)
+    ops = np.flatnonzero(host & np.isin(rank, ranks))
+    ops = ops[_launching(rank[ops], tid[ops], runtime[ops])]
+    return _cells(ranks, span, base, (w_rank, w_step, w_start, w_stop), (b_start, b_end), ops,
+                  block, rank, tid, ts, end, codes, labels)  # fmt: skip
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """A text column as integer codes and the text of each code (-1, missing: "nan")."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy().astype(np.int64)
+        labels = [str(c) for c in column.cat.categories]
+    else:
+        codes, uniques = pd.factorize(column.astype(str))
+        labels = [str(c) for c in uniques]
+    return np.where(codes < 0, len(labels), codes), [*labels, "nan"]
+
+
+def _launching(rank: np.ndarray, tid: np.ndarray, runtime: np.ndarray) -> np.ndarray:
+    """Which of these host ops are on a launching thread of their rank: a thread with a
+    runtime call, else, on a rank without any, its thread with the most ops."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"rank": rank, "tid": tid, "runtime": runtime})
+    per = frame.groupby(["rank", "tid"], sort=True)["runtime"].agg(["sum", "size"])
+    calls = per["sum"].groupby(level="rank").transform("max") > 0
+    busiest = per["size"] == per["size"].groupby(level="rank").transform("max")
+    first = ~busiest.groupby(level="rank").cumsum().gt(1)  # the first busiest thread alone
+    keep = per.index[(calls & (per["sum"] > 0)) | (~calls & busiest & first)]
+    return pd.MultiIndex.from_arrays([rank, tid]).isin(keep)
+
+
+def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, codes,
+           labels) -> pd.DataFrame:  # fmt: skip
+    """Each window's idle split by cause and innermost op. Of a rank's launching threads,
+    each moment goes to the thread that began an op last, the one at work, and to its
+    innermost op running (none: untraced). A main thread blocked in ``## backward ##``
+    while the autograd thread launches the backward's kernels gives the moment to the
+    latter, between its ops too."""
+    import pandas as pd
+
+    w_rank, w_step, w_start, w_stop = windows
+    b_start, b_end = busy
+    shift = block[ops] * span - base  # the ops in their rank's block
+    o_ts, o_end = ts[ops] + shift, end[ops] + shift
+    # every moment the innermost op, the device's state or the window can change
+    cuts = np.sort(np.concatenate([o_ts, o_end, b_start, b_end, w_start, w_stop]))
+    cuts = cuts[np.append(True, cuts[1:] != cuts[:-1])]  # distinct (a sort: np.unique hashes)
+    at, length = cuts[:-1], np.diff(cuts)
+    w = np.searchsorted(w_start, at, side="right") - 1
+    inside = (w >= 0) & (at < w_stop[np.maximum(w, 0)])
+    j = np.searchsorted(b_start, at, side="right") - 1
+    idle = inside & ~((j >= 0) & (at < b_end[np.maximum(j, 0)]))
+    at, length, w = at[idle], length[idle], w[idle]
+    if not at.size:
+        return pd.DataFrame(columns=COLUMNS)
+    # each (rank, thread) in a block of its own; each moment asked of each of its rank's threads
+    thread_key = block[ops] * (int(tid.max(initial=0)) + 1) + tid[ops]
+    threads, t_of = np.unique(thread_key, return_inverse=True)
+    t_rank = threads // (int(tid.max(initial=0)) + 1)
+    t_shift = np.arange(threads.size) * span - t_rank * span  # rank block -> thread block
+    order = np.lexsort((o_ts - o_end, o_ts + t_shift[t_of]))  # by block, start; outer first
+    q_ts, q_end, q_thread = (o_ts + t_shift[t_of])[order], (o_end + t_shift[t_of])[order], t_of[
+        order]  # fmt: skip
+    per_rank = np.bincount(t_rank, minlength=ranks.size)
+    m_rank = w_rank[w]
+    reps = per_rank[m_rank]
+    moment = np.repeat(np.arange(at.size), reps)
+    first_thread = np.concatenate([[0], np.cumsum(per_rank)[:-1]])[m_rank]
+    thread = np.repeat(first_thread, reps) + (np.arange(moment.size) - np.repeat(
+        np.cumsum(reps) - reps, reps))  # fmt: skip
+    q_at = at[moment] + t_shift[thread]
+    found = _innermost(q_ts, q_end, q_at)
+    found = np.where((found >= 0) & (q_thread[np.maximum(found, 0)] == thread), found, -1)
+    last = np.searchsorted(q_ts, q_at, side="right") - 1
+    ok = (last >= 0) & (q_thread[np.maximum(last, 0)] == thread)
+    when = np.where(ok, q_ts[np.maximum(last, 0)] - t_shift[thread], np.iinfo(np.int64).min)
+    pick = np.lexsort((when, moment))  # per moment, the thread that began last comes last
+    tail = np.flatnonzero(np.append(moment[pick][1:] != moment[pick][:-1], True))
+    chosen = np.full(at.size, -1)
+    chosen[moment[pick][tail]] = found[pick][tail]
+    inner = np.where(chosen >= 0, order[np.maximum(chosen, 0)], -1)  # a position in ops
+    traced = inner >= 0
+    distinct, code = np.unique(codes[ops], return_inverse=True)
+    kinds = [labels[c] for c in distinct.tolist()]
+    name = np.where(traced, code[np.maximum(inner, 0)] if code.size else 0, -1)
+    cause = np.where(traced, CAUSES.index("ops"), CAUSES.index("untraced"))
+    for c, pattern in (("launch", LAUNCH), ("alloc", N.ALLOC), ("sync", _SYNC)):
+        said = np.array([bool(pattern.search(k)) for k in kinds] + [False], dtype=bool)
+        cause[said[name]] = CAUSES.index(c)  # name -1 (none) takes the last slot
+    launch = cause == CAUSES.index("launch")
+    held = ops[np.maximum(inner, 0)] if ops.size else inner
+    long = launch & ((end[held] - ts[held]) >= FIRST_LAUNCH_NS) if ops.size else launch
+    cause[long] = CAUSES.index("first_launch")
+    for c, pattern in (("optimizer", OPTIMIZER), ("loader", N.LOADER)):
+        said = np.array([bool(pattern.search(k)) for k in kinds], dtype=bool)
+        within = said[code] if code.size else np.zeros(0, dtype=bool)
+        s, e = iv.union(o_ts[within], o_end[within])
+        if not s.size:
+            continue
+        k = np.searchsorted(s, at, side="right") - 1
+        cause[(k >= 0) & (at < e[np.maximum(k, 0)])] = CAUSES.index(c)
+    cells = w[np.append(True, w[1:] != w[:-1])]  # w rises with at
+    ns = np.zeros((cells.size, len(CAUSES)))
+    np.add.at(ns, (np.searchsorted(cells, w), cause), length)
+    out = pd.DataFrame(ns.astype(np.int64), columns=NUMERIC)
+    out.insert(0, "step", w_step[cells])
+    out.insert(0, "rank", ranks[w_rank[cells]])
+    out["idle_host_ops"] = _top_ops(w[traced], cause[traced], name[traced], length[traced],
+                                    kinds, cells)  # fmt: skip
+    return out[COLUMNS]
+
+
+def _top_ops(w, cause, name, length, kinds, cells) -> list[str]:
+    """Per cell, its :data:`TOP_OPS` longest (cause, innermost op) pairs as
+    ``cause|name=ns;...`` (ties: by cause, then name)."""
+    import pandas as pd
+
+    if not w.size:
+        return [""] * cells.size
+    alphabetical = np.argsort(np.argsort(np.array(kinds, dtype=object)))
+    frame = pd.DataFrame({"w": w, "cause": cause, "name": name, "ns": length})
+    total = frame.groupby(["w", "cause", "name"], sort=False)["ns"].sum().reset_index()
+    total["alpha"] = alphabetical[total["name"].to_numpy()]
+    total = total.sort_values(["w", "ns", "cause", "alpha"], ascending=[True, False, True,
+                                                                         True], kind="stable")  # fmt: skip
+    total = total[total.groupby("w").cumcount() < TOP_OPS]
+    text: dict[int, list[str]] = {}
+    for wi, c, n, v in zip(total["w"].tolist(), total["cause"].tolist(), total["name"].tolist(),
+                           total["ns"].tolist(), strict=True):  # fmt: skip
+        text.setdefault(wi, []).append(f"{CAUSES[c]}|{kinds[n]}={int(v)}")
+    return [";".join(text.get(int(c), [])) for c in cells.tolist()]
+
+
+def _innermost(o_ts: np.ndarray, o_end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For each moment ``at``, the last op (in start order, the outer op first) that began
+    at or before it and has not ended: the innermost one running, -1 where none. The ops
+    that ended are skipped by binary lifting over a table of running maxima of their ends,
+    not one at a time."""
+    pos = np.searchsorted(o_ts, at, side="right") - 1
+    if not o_ts.size:
+        return pos
+    reach = [o_end]  # reach[k][i]: the latest end among ops i - 2^k + 1 .. i
+    while (1 << len(reach)) <= o_ts.size:
+        prev, step = reach[-1], 1 << (len(reach) - 1)
+        reach.append(np.maximum(prev, np.concatenate([np.full(step, -1), prev[:-step]])))
+    for k in range(len(reach) - 1, -1, -1):
+        ended = (pos >= 0) & (reach[k][np.maximum(pos, 0)] <= at)
+        pos = np.where(ended, pos - (1 << k), pos)
+    return np.where(pos >= 0, pos, -1)
+
+
+def idle_by_cause(frame: pd.DataFrame) -> dict[str, float]:
+    """Each cause's idle ns summed over ``frame``'s rows (signals' columns of ``NUMERIC``)."""
+    return {c: float(frame[f"idle_{c}_ns"].sum()) for c in CAUSES}
+
+
+def innermost_ops(texts, cause: str | None = None) -> dict[str, int]:
+    """The ``idle_host_ops`` texts of some ranks and steps, added up: op name -> idle ns (of
+    one ``cause`` alone, when given).
+
+    >>> innermost_ops(["alloc|cudaFree=5;ops|aten::add=2", "alloc|cudaFree=1", ""])
+    {'cudaFree': 6, 'aten::add': 2}
+    >>> innermost_ops(["alloc|cudaFree=5;ops|aten::add=2"], "ops")
+    {'aten::add': 2}
+    """
+    out: dict[str, int] = {}
+    for text in texts:
+        for part in str(text).split(";") if text else ():
+            said, _, ns = part.rpartition("=")
+            kind, _, name = said.partition("|")
+            if cause is None or kind == cause:
+                out[name] = out.get(name, 0) + int(ns)
+    return out
