@@ -48,6 +48,7 @@ def test_the_property_covers_every_string_field():
 @example(field="system", value="../../etc/x")
 @example(field="venv", value="$(touch PWNED)")
 @example(field="venv", value="\\")  # found at random: HPCPROF_VENV='\\' (shellcheck SC1003)
+@example(field="venv", value="=")  # found at random: HPCPROF_VENV== (shellcheck SC1097)
 @example(field="name", value="ok;touch PWNED")
 def test_hostile_value_in_any_string_field_is_refused_or_inert(field, value, tmp_path, mpiexec):
     base = {"system": "local", "ranks_per_node": 1, "binding": "none",

@@ -57,11 +57,22 @@ def site_default_venv(sysrec: System) -> str:
 
 
 def shell_path(path: str) -> str:
-    """``path`` quoted for bash, with a leading ``$HOME/`` or ``~/`` left to the job to expand."""
+    """``path`` quoted for bash, with a leading ``$HOME/`` or ``~/`` left to the job to expand.
+
+    >>> shell_path("~/venvs/kit"), shell_path("="), shell_path("a b")
+    ('"$HOME"/venvs/kit', "'='", "'a b'")
+    """
     for prefix in ("$HOME/", "${HOME}/", "~/"):
         if path.startswith(prefix):
-            return '"$HOME"/' + shlex.quote(path[len(prefix) :])
-    return shlex.quote(path)
+            return '"$HOME"/' + _quoted(path[len(prefix) :])
+    return _quoted(path)
+
+
+def _quoted(text: str) -> str:
+    """``shlex.quote``, which leaves ``=`` bare: after an assignment's ``=`` a bare one reads
+    as ``==`` to a reader (shellcheck SC1097), so a value holding one is quoted too."""
+    out = shlex.quote(text)
+    return f"'{out}'" if out == text and "=" in text else out
 
 
 def activation_lines(venv: str, system: str) -> list[str]:

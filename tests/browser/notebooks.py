@@ -62,9 +62,10 @@ NOTEBOOKS: dict[str, tuple[Shows, ...]] = {
         Shows('traces.plot_same_name(df, "aten::linear")', images=1, via="html"),
         Shows("traces.plot_memory(df)", images=1, via="html"),
         Shows("timeline_zoom(", widgets=1, images=1, via="widget"),  # issue #16's zoom
-        # the run's report: findings, then tabs; only the first pane is drawn until opened, the
-        # overview: the rank x step heatmap (a rank slow in a few steps shows there), the breakdown
-        Shows("report.show()", widgets=1, images=2, via="widget"),
+        # the run's report: the time lost (its rank x step picture), the findings, then tabs;
+        # only the first pane is drawn until opened, the overview: the rank x step heatmap (a
+        # rank slow in a few steps shows there), the breakdown
+        Shows("report.show()", widgets=1, images=3, via="widget"),
     ),
     "06_vendor_profilers": (Shows("plot_roofline(roof)", images=1, via="html"),),
     "07_affinity_exercise": (

@@ -96,11 +96,6 @@ def _one_rank(view: RunView, cells, walls) -> list[dict]:
                                       "to step (rotating_straggler)")  # fmt: skip
         return [_rotating_finding(view, ranks[top[clear]], steps[clear], cost[clear], value,
                                   saved[clear])]  # fmt: skip
-    if clear.any():
-        view.coverage["straggler"] = (
-            "no straggler: a rank was slowest by a clear lead in "
-            f"{int(clear.sum())} step(s) only ({', '.join(str(int(s)) for s in steps[clear])})"
-        )
     return []
 
 

@@ -91,7 +91,7 @@ def time_lost_html(acc: Any, figure: bool = True) -> str:
     if len(lines) > 1:
         out.append("<ul>" + "".join(f"<li>{_e(x.strip())}</li>" for x in lines[1:]) + "</ul>")
     out.append("</div>")
-    if figure and acc.lost_ms > 0:
+    if figure:  # drawn whenever there is an account, a clean run's as well (all 0)
         from hpcprof_kit.traces.plots.time_lost import plot_time_lost
 
         plot = plot_time_lost(acc)
