@@ -39,8 +39,11 @@ def test_resume_dry_run_shows_the_new_walltime_and_writes_nothing(isolated_runs,
 
 def test_resume_runs_the_failed_variant_with_the_flags_and_keeps_them(isolated_runs, capsys):
     """A real local sweep: variant 1 fails, the resume gives it a walltime of 30 s."""
+    # the variant reads its file after a moment: a rank that ends at once can leave Hydra's
+    # mpiexec writing to its closed pipe (SIGPIPE, exit 141), seen once on a loaded machine
     base = JobSpec(system="local", ranks_per_node=1, binding="none", walltime="00:00:20",
-                   command=("bash", "-c", 'test -e "$2" || exit 3', "v"))  # fmt: skip
+                   command=("bash", "-c", 'sleep 0.3; test -e "$2" || exit 3',
+                            "v"))  # fmt: skip
     marker = isolated_runs.parent / "fixed"
     sweep = base.sweep(**{"--x": [str(isolated_runs.parent), str(marker)]})
     sweep.run(backend="local")
