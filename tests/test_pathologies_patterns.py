@@ -18,16 +18,20 @@ from hpcprof_kit.traces.analyses.breakdown import step_breakdown
 RECORDED = list(range(1, 8))  # step 0 is the profiler's warm-up step
 
 
-def _named(run_dir, kind: str) -> dict:
-    """The report's finding of ``kind`` on the run (the report a user runs on the trace)."""
+def _report(run_dir):
     from hpcprof_kit.traces.reporting.report import report
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = report(run_dir / "traces")
-    found = {f["kind"]: f for f in rep.findings}
-    assert kind in found, (rep.time_lost.text(), sorted(found))
-    return found[kind]
+        return report(run_dir / "traces")
+
+
+def _named(run_dir, kind: str) -> list[dict]:
+    """The report's findings of ``kind`` on the run (the report a user runs on the trace)."""
+    rep = _report(run_dir)
+    found = [f for f in rep.findings if f["kind"] == kind]
+    assert found, (rep.time_lost.text(), sorted({f["kind"] for f in rep.findings}))
+    return found
 
 
 def _parts(run_dir):
@@ -68,7 +72,7 @@ def test_a_checkpoint_every_third_step_makes_those_steps_slow_on_every_rank(mpie
     # covers (the file write), and their cost in the run's time lost
     # (on a loaded host one rank's save can take several times the other's: the rule may then
     # hold one of the two back, but it never names a step that saved nothing)
-    slow = _named(run, "slow_steps")
+    (slow,) = _named(run, "slow_steps")
     assert set(slow["steps"]) <= {3, 6} and slow["ranks"] == [0, 1]
     assert slow["evidence"]["period"] in (3, None)
     assert "host time with no traced op" in slow["summary"] and slow["lost_ms"] > 0
@@ -94,9 +98,11 @@ def test_a_gc_pause_on_one_rank_is_idle_time_there_and_a_wait_on_the_other(mpiex
     assert ms.loc[(1, 5), "wait"] > stalled["wait"], ms
     # the report names the stall: rank 0, step 5, at least the asked ms lost, never a straggler
     # (a loaded host may pause rank 0 in another step too: that is a stall as well)
-    stall = _named(tmp_path / "run", "host_stall")
-    assert stall["ranks"] == [0] and 5 in stall["steps"]
-    assert stall["evidence"]["stall_ms_by_step"][5] >= 0.8 * STALL_MS
+    # a host_stall finding per rank that stalled: rank 0's names step 5 (a loaded host may
+    # also pause a rank elsewhere, and that is a stall as well)
+    stalls = {f["ranks"][0]: f for f in _named(tmp_path / "run", "host_stall")}
+    assert 5 in stalls[0]["steps"]
+    assert stalls[0]["evidence"]["stall_ms_by_step"][5] >= 0.8 * STALL_MS
 
 
 @pytest.mark.mpi
@@ -116,11 +122,18 @@ def test_uneven_batches_make_a_slow_rank_that_changes_every_step(mpiexec, tmp_pa
     # step; a loaded host once held the small batch's rank back to 1.24x in one step)
     ratio = busy.max(axis=1) / busy.min(axis=1)
     assert ratio.median() > 1.3 and (ratio > 1.1).all(), ms
-    # the report names a rotating slow rank, each step's right, not one rank's straggler
-    rot = _named(tmp_path / "run", "rotating_straggler")
-    by_step = {int(s): r for s, r in rot["evidence"]["slow_rank_by_step"].items()}
-    assert by_step and all(r == s % 2 for s, r in by_step.items())
-    assert len(by_step) * 2 >= len(RECORDED)
+    # the report never calls it one rank's straggler; where the run's own noise (the account's
+    # floor) leaves the lead plain, it names a rotating slow rank, each step's the right one
+    rep = _report(tmp_path / "run")
+    found = {f["kind"]: f for f in rep.findings}
+    assert "straggler" not in found, rep.time_lost.text()
+    lead = float((busy.max(axis=1) - busy.min(axis=1)).median()) / 2  # over the median rank
+    if rep.time_lost.noise_ms < 0.5 * lead:
+        assert "rotating_straggler" in found, rep.time_lost.text()
+        by_step = {int(s): r for s, r in found["rotating_straggler"]["evidence"][
+            "slow_rank_by_step"].items()}  # fmt: skip
+        assert all(r == s % 2 for s, r in by_step.items())
+        assert len(by_step) * 2 >= len(RECORDED)
 
 
 def test_the_slow_rank_rotates_its_larger_batch():
