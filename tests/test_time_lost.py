@@ -20,6 +20,8 @@ from hpcprof_kit.traces.view.run_view import RunView
 from hpcprof_kit.traces.view.summary import summarise
 from hpcprof_kit.traces.view.time_lost import LOST_PARTS
 
+from must_have import missing
+
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
 
@@ -215,7 +217,7 @@ def test_a_gpu_queue_filling_ramp_is_left_out_and_named():
     shared = Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta"
     trace = shared / "cuda_1rank_ns_resolution.json.gz"
     if not trace.exists():
-        pytest.skip("the shared real traces are not beside the repo (CI has them)")
+        missing("the shared real traces are not beside the repo (CI has them)")
     acc = RunView.of(traces.load(trace, cache=False)).time_lost
     assert_adds_up(acc)
     # steps 101 (35 ms) and 102 (72 ms) rise towards the steady 95.6 ms of steps 103-105

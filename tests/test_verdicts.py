@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from must_have import missing
+
 REPO = Path(__file__).resolve().parents[1]
 TABLE = REPO / "tests" / "fixtures" / "verdicts.json"
 DOC = REPO / "docs" / "verdicts.md"
@@ -47,7 +49,7 @@ def test_the_report_makes_the_findings_the_table_reads(entry):
 
     where = paths(entry["input"])
     if not all(p.exists() for p in where):
-        pytest.skip(f"{label(entry['input'])} is not here (../shared/traces is absent)")
+        missing(f"{label(entry['input'])} is not here (../shared/traces is absent)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = traces.load(where if len(where) > 1 else where[0], cache=False)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-from hpcprof_kit.traces.analyses.launch_pacing import BUSY_TRACKS, launches_of
+from hpcprof_kit.traces.analyses.launch_pacing import BUSY_TRACKS, event_times, launches_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -65,14 +65,11 @@ def blocking_copies(df: pd.DataFrame) -> pd.DataFrame:
                             & text_test(df["name"], lambda s: s.str.contains(D2H)))  # fmt: skip
     if not copies.size:
         return pd.DataFrame(columns=COLUMNS)
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    ts = df["ts_ns"].to_numpy(dtype=np.int64)
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
-    corr = df["corr"].to_numpy(dtype=np.int64)
-    step = df["step"].to_numpy(dtype=np.int64)
+    t = event_times(df)
+    rank, ts, end, corr, step, runtime = (t[k] for k in ("rank", "ts", "end", "corr", "step",
+                                                         "runtime"))  # fmt: skip
     name = df["name"].astype(str).to_numpy()
     host = device < 0
-    runtime = np.flatnonzero(text_test(track, lambda s: s == "runtime") & host)
     wanted = launches_of(copies, runtime, rank, corr).tolist()
     if max(wanted) < 0:
         return pd.DataFrame(columns=COLUMNS)

@@ -23,7 +23,7 @@ import numpy as np
 
 from hpcprof_kit.traces.analyses import intervals as iv
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
-from hpcprof_kit.traces.analyses.launch_pacing import launches_of
+from hpcprof_kit.traces.analyses.launch_pacing import event_times, launches_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -69,13 +69,10 @@ def collective_kernels(table: pd.DataFrame, sizes: bool = True) -> pd.DataFrame:
     kernels = np.flatnonzero(text_test(df["track"], lambda s: s == "comm") & (device >= 0))
     if not kernels.size:
         return pd.DataFrame(columns=COLUMNS)
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    ts = df["ts_ns"].to_numpy(dtype=np.int64)
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
-    corr = df["corr"].to_numpy(dtype=np.int64)
-    step = df["step"].to_numpy(dtype=np.int64)
+    t = event_times(df)
+    rank, ts, end, corr, step, runtime = (t[k] for k in ("rank", "ts", "end", "corr", "step",
+                                                         "runtime"))  # fmt: skip
     host = device < 0
-    runtime = np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & host)
     launch = launches_of(kernels, runtime, rank, corr)
     ops = np.flatnonzero(host & text_test(df["name"], lambda s: s.str.contains(HOST_COLLECTIVE)))
     sized = _sizes(table) if sizes else {}

@@ -75,6 +75,24 @@ def launch_gaps(df: pd.DataFrame) -> pd.DataFrame:
     return out.sum()[COLUMNS]
 
 
+def event_times(df) -> dict[str, np.ndarray]:
+    """A bare table's per-row ``rank``, ``ts``, ``end``, ``corr`` and ``step`` (int64), and
+    ``runtime``: the rows of host runtime calls (launches, copies, waits), what pairing device
+    events with their launches (:func:`launches_of`) reads."""
+    from hpcprof_kit.traces.analyses.breakdown import text_test
+
+    ts = df["ts_ns"].to_numpy(dtype=np.int64)
+    host = df["device"].to_numpy(dtype=np.int64) < 0
+    return {
+        "rank": df["rank"].to_numpy(dtype=np.int64),
+        "ts": ts,
+        "end": ts + df["dur_ns"].to_numpy(dtype=np.int64),
+        "corr": df["corr"].to_numpy(dtype=np.int64),
+        "step": df["step"].to_numpy(dtype=np.int64),
+        "runtime": np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & host),
+    }
+
+
 def launches_of(wanted: np.ndarray, calls: np.ndarray, rank: np.ndarray,
                 corr: np.ndarray) -> np.ndarray:  # fmt: skip
     """For each row of ``wanted`` (device events), the row among ``calls`` (runtime calls)
