@@ -300,7 +300,29 @@ def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     end = spans["end_ns"].to_numpy(dtype=np.int64)
     parts = np.zeros((len(PARTS), len(spans)), dtype=np.int64)
     kinds = np.empty(len(spans), dtype=object)
-    for i in range(ranks.size):
+    block = np.repeat(np.arange(ranks.size), np.diff(bounds))  # each row's rank, by position
+    on_device = np.bincount(block[events["on_device"]], minlength=ranks.size) > 0
+    device_comm = np.bincount(block[events["device_comm"]], minlength=ranks.size) > 0
+    # the ranks with device events at once: each in a block of time of its own
+    mine = on_device[block]
+    windows = np.repeat(on_device, last - first)  # spans are sorted by rank, as ranks are
+    if mine.any():
+        base = min(int(events["start"].min()), int(start.min()))
+        span = max(int(events["end"].max()), int(end.max())) - base + 1
+        shift = block * span - base
+        w_shift = (np.searchsorted(ranks, span_rank) * span - base)[windows]
+        comm = np.where(device_comm[block], events["device_comm"], events["host_blocking_comm"])
+
+        def spans_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            rows = mask & mine
+            return iv.union(events["start"][rows] + shift[rows], events["end"][rows] + shift[rows])
+
+        sets = {"comm": spans_of(comm), "compute": spans_of(events["gpu"]),
+                "memory": spans_of(events["memory"]), "host": spans_of(events["host"])}  # fmt: skip
+        got = _parts(sets, _layers(sets), start[windows] + w_shift, end[windows] + w_shift)
+        parts[:, windows] = np.array(got)
+        kinds[windows] = "device"
+    for i in np.flatnonzero(~on_device):  # CPU-only ranks: their threads one by one
         lo, hi = bounds[i], bounds[i + 1]
         kind, sets = _sets({k: v[lo:hi] for k, v in events.items()})
         a, b = first[i], last[i]

@@ -147,11 +147,12 @@ def _exposed(df, frame, rank, ts, end, device) -> np.ndarray:
     ranks = rank[compute]
     out = np.zeros(len(frame), dtype=np.int64)
     mine_rank = frame["rank"].to_numpy(dtype=np.int64)
+    start = frame["ts_ns"].to_numpy(dtype=np.int64)
+    stop = start + frame["dur_ns"].to_numpy(dtype=np.int64)
     for r in np.unique(mine_rank):
         mine = mine_rank == r
         rows = compute[np.searchsorted(ranks, r) : np.searchsorted(ranks, r, side="right")]
         s, e = iv.union(ts[rows], end[rows])
-        lo = frame["ts_ns"].to_numpy(dtype=np.int64)[mine]
-        hi = lo + frame["dur_ns"].to_numpy(dtype=np.int64)[mine]
+        lo, hi = start[mine], stop[mine]
         out[mine] = (hi - lo) - iv.measure_each(s, e, lo, hi)
     return out

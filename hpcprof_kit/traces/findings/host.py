@@ -126,7 +126,7 @@ def idle_cause(view: RunView, ranks: list[int], cells: int,
     signals lack it, a summary of an older kit). Adds the idle ms a step by cause (each the
     median over the steps) and the innermost host ops (their mean ms a step) to
     ``evidence``."""
-    from hpcprof_kit.traces.view.idle_host import CAUSES, innermost_ops
+    from hpcprof_kit.traces.view.idle_host import CAUSES, innermost_by_cause
 
     if "idle_untraced_ns" not in view.sig:
         return None, "", None
@@ -140,8 +140,11 @@ def idle_cause(view: RunView, ranks: list[int], cells: int,
     if total <= 0:
         return None, "", None
     evidence["host_during_idle_ms_per_step"] = {c: round(v, 3) for c, v in ms.items() if v > 0}
-    texts = view.per_step_text("idle_host_ops")[mine]
-    ops = innermost_ops(texts)
+    by_cause = innermost_by_cause(view.per_step_text("idle_host_ops")[mine])
+    ops: dict[str, int] = {}
+    for held in by_cause.values():
+        for name, ns in held.items():
+            ops[name] = ops.get(name, 0) + ns
     top = sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     evidence["innermost_host_ops_during_idle"] = [
         {"name": k, "ms_per_step": round(v / n / 1e6, 3)} for k, v in top]  # fmt: skip
@@ -151,7 +154,7 @@ def idle_cause(view: RunView, ranks: list[int], cells: int,
     named = ranked[:2] if ms[cause] < 0.5 * total and ms[ranked[1]] >= 0.2 * total else [cause]
     parts = []
     for c in named:
-        held = innermost_ops(texts, c)
+        held = by_cause.get(c, {})
         most = (f", most in {min(held.items(), key=lambda kv: (-kv[1], kv[0]))[0]}"
                 if held and c != "untraced" else "")  # fmt: skip
         parts.append(f"{IDLE_CAUSES[c][0]}: {ms[c]:.1f} ms a step "

@@ -342,7 +342,7 @@ def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
     """The ``[memory]`` events of the ``wanted`` ranks' files, one row each, in file order."""
     import pandas as pd
 
-    frames = []
+    parts: dict[str, list[np.ndarray]] = {}
     for rank in wanted:
         meta = ranks.get(rank)
         if meta is None:
@@ -354,26 +354,53 @@ def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
         for cycle, source in rank_files(meta):
             cols = _kept_columns(meta, source) or file_memory_events(source)
             n = len(cols["ts_ns"])
-            frame = pd.DataFrame(cols, copy=True)  # the cached arrays stay untouched
-            frame.insert(0, "cycle", np.full(n, cycle, dtype=np.int16))
-            frame.insert(0, "rank", np.full(n, rank, dtype=np.int32))
-            frame["order"] = np.arange(n, dtype=np.int64)
-            frames.append(frame[~frame.pop("bad_ts")])
-    return pd.concat(frames, ignore_index=True) if frames else None
+            keep = ~cols["bad_ts"]
+            own = {
+                "rank": np.full(n, rank, dtype=np.int32),
+                "cycle": np.full(n, cycle, dtype=np.int16),
+                **{c: v for c, v in cols.items() if c != "bad_ts"},
+                "order": np.arange(n, dtype=np.int64),
+            }
+            for col, values in own.items():  # indexing copies: the cached arrays stay untouched
+                parts.setdefault(col, []).append(values[keep])
+    if not parts:
+        return None
+    return pd.DataFrame({c: np.concatenate(v) for c, v in parts.items()}, copy=False)
 
 
 def match_rows(rows: Any, events: Any) -> Any:
     """The file events matching the table's ``[memory]`` rows (key: rank, cycle, pid, tid,
     ts_ns), each row once, in file order; the row's ``step`` beside it. Rows that no event
     matches (the file changed since it was loaded) are dropped with a warning."""
-    keys = ["rank", "cycle", "pid", "tid", "ts_ns"]
-    wanted = rows.groupby(keys, observed=True, sort=False).agg(
-        n=("step", "size"), step=("step", "first")
-    )
-    events = events.sort_values(["rank", "cycle", "order"], kind="stable")
-    events["nth"] = events.groupby(keys, sort=False).cumcount()
-    got = events.merge(wanted.reset_index(), on=keys, how="inner")
-    got = got[got["nth"] < got["n"]]
+    import pandas as pd
+
+    events = events.iloc[np.lexsort((events["order"], events["cycle"], events["rank"]))]
+    nr = len(rows)
+    key = []  # rank, cycle, pid, tid, ts: the table's rows first, then the events
+    for col in ("rank", "cycle", "pid", "tid", "ts_ns"):
+        both = np.concatenate([rows[col].to_numpy(), events[col].to_numpy()])
+        key.append(pd.factorize(both)[0] if col in ("pid", "tid") else both.astype(np.int64))
+    # each key's rows, then its events in file order; the k-th event of a key matches while
+    # the key has more than k rows
+    at = np.lexsort((np.arange(len(key[0])), *key[::-1]))
+    head = np.zeros(at.size, dtype=bool)
+    head[:1] = True
+    for k in key:
+        ks = k[at]
+        head[1:] |= ks[1:] != ks[:-1]
+    group = np.cumsum(head) - 1
+    start = np.flatnonzero(head)
+    is_row = at < nr
+    n_rows = np.bincount(group[is_row], minlength=start.size)
+    nth = np.arange(at.size) - start[group] - n_rows[group]
+    ok = ~is_row & (nth < n_rows[group])
+    first_row = at[start]  # a key's first row (when it has one: n_rows > 0)
+    step = rows["step"].to_numpy()[np.minimum(first_row, max(nr - 1, 0))] if nr else first_row
+    picked = np.sort(at[ok] - nr)  # positions in the events' file order
+    got = events.iloc[picked].copy()
+    by_event = np.empty(at.size, dtype=np.int64)
+    by_event[at[ok] - nr] = step[group[ok]]
+    got["step"] = by_event[picked] if picked.size else np.zeros(0, dtype=np.int64)
     lost = len(rows) - len(got)
     if lost:
         warnings.warn(

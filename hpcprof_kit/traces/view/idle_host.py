@@ -211,10 +211,15 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
             continue
         k = np.searchsorted(s, at, side="right") - 1
         cause[(k >= 0) & (at < e[np.maximum(k, 0)])] = CAUSES.index(c)
+    # moments in a row of one window, cause and op are one (an op spans many moments)
+    head = np.flatnonzero(np.append(True, (w[1:] != w[:-1]) | (cause[1:] != cause[:-1])
+                                    | (name[1:] != name[:-1])))  # fmt: skip
+    length = np.add.reduceat(length, head)
+    w, cause, name, traced = w[head], cause[head], name[head], traced[head]
     cells = w[np.append(True, w[1:] != w[:-1])]  # w rises with at
-    ns = np.zeros((cells.size, len(CAUSES)))
-    np.add.at(ns, (np.searchsorted(cells, w), cause), length)
-    out = pd.DataFrame(ns.astype(np.int64), columns=NUMERIC)
+    slot = np.searchsorted(cells, w) * len(CAUSES) + cause
+    ns = np.bincount(slot, weights=length, minlength=cells.size * len(CAUSES))
+    out = pd.DataFrame(ns.reshape(cells.size, len(CAUSES)).astype(np.int64), columns=NUMERIC)
     out.insert(0, "step", w_step[cells])
     out.insert(0, "rank", ranks[w_rank[cells]])
     out["idle_host_ops"] = _top_ops(w[traced], cause[traced], name[traced], length[traced],
@@ -225,21 +230,28 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
 def _top_ops(w, cause, name, length, kinds, cells) -> list[str]:
     """Per cell, its :data:`TOP_OPS` longest (cause, innermost op) pairs as
     ``cause|name=ns;...`` (ties: by cause, then name)."""
-    import pandas as pd
-
     if not w.size:
         return [""] * cells.size
     alphabetical = np.argsort(np.argsort(np.array(kinds, dtype=object)))
-    frame = pd.DataFrame({"w": w, "cause": cause, "name": name, "ns": length})
-    total = frame.groupby(["w", "cause", "name"], sort=False)["ns"].sum().reset_index()
-    total["alpha"] = alphabetical[total["name"].to_numpy()]
-    total = total.sort_values(["w", "ns", "cause", "alpha"], ascending=[True, False, True,
-                                                                         True], kind="stable")  # fmt: skip
-    total = total[total.groupby("w").cumcount() < TOP_OPS]
+    # one key per (cell, cause, op), summed in C; ops by their alphabetical rank
+    alpha = alphabetical[name]
+    key = (w.astype(np.int64) * len(CAUSES) + cause) * max(len(kinds), 1) + alpha
+    keys, which = np.unique(key, return_inverse=True)
+    total = np.bincount(which.reshape(-1), weights=length).astype(np.int64)
+    k_alpha = keys % max(len(kinds), 1)
+    k_cause = keys // max(len(kinds), 1) % len(CAUSES)
+    k_w = keys // (max(len(kinds), 1) * len(CAUSES))
+    order = np.lexsort((k_alpha, k_cause, -total, k_w))  # per cell: longest, cause, name
+    k_w, k_cause, k_alpha, total = k_w[order], k_cause[order], k_alpha[order], total[order]
+    first = np.flatnonzero(np.append(True, k_w[1:] != k_w[:-1]))
+    nth = np.arange(k_w.size) - np.repeat(first, np.diff(np.append(first, k_w.size)))
+    keep = nth < TOP_OPS
+    by_alpha = np.empty(len(kinds), dtype=np.int64)
+    by_alpha[alphabetical] = np.arange(len(kinds))
     text: dict[int, list[str]] = {}
-    for wi, c, n, v in zip(total["w"].tolist(), total["cause"].tolist(), total["name"].tolist(),
-                           total["ns"].tolist(), strict=True):  # fmt: skip
-        text.setdefault(wi, []).append(f"{CAUSES[c]}|{kinds[n]}={int(v)}")
+    for wi, c, a, v in zip(k_w[keep].tolist(), k_cause[keep].tolist(),
+                           by_alpha[k_alpha[keep]].tolist(), total[keep].tolist(), strict=True):  # fmt: skip
+        text.setdefault(wi, []).append(f"{CAUSES[c]}|{kinds[a]}={v}")
     return [";".join(text.get(int(c), [])) for c in cells.tolist()]
 
 
@@ -247,18 +259,36 @@ def _innermost(o_ts: np.ndarray, o_end: np.ndarray, at: np.ndarray) -> np.ndarra
     """For each moment ``at``, the last op (in start order, the outer op first) that began
     at or before it and has not ended: the innermost one running, -1 where none. The ops
     that ended are skipped by binary lifting over a table of running maxima of their ends,
-    not one at a time."""
+    not one at a time; the table grows only as far as the moments need (ops nest a few
+    deep, so a moment rarely skips more than a few)."""
     pos = np.searchsorted(o_ts, at, side="right") - 1
+    out = np.full(at.size, -1, dtype=np.int64)
     if not o_ts.size:
-        return pos
+        return out
     reach = [o_end]  # reach[k][i]: the latest end among ops i - 2^k + 1 .. i
-    while (1 << len(reach)) <= o_ts.size:
-        prev, step = reach[-1], 1 << (len(reach) - 1)
+    # the smallest k whose window ending at the moment's op holds one still running
+    level = np.full(at.size, -1, dtype=np.int64)
+    ever = np.maximum.accumulate(o_end)  # no op before the moment's still runs: none
+    todo = np.flatnonzero((pos >= 0) & (ever[np.maximum(pos, 0)] > at))
+    while todo.size:
+        k = len(reach) - 1
+        hit = reach[k][pos[todo]] > at[todo]
+        level[todo[hit]] = k
+        todo = todo[~hit]
+        if not todo.size or (1 << k) > o_ts.size:
+            break
+        step = 1 << k
+        prev = reach[-1]
         reach.append(np.maximum(prev, np.concatenate([np.full(step, -1), prev[:-step]])))
-    for k in range(len(reach) - 1, -1, -1):
-        ended = (pos >= 0) & (reach[k][np.maximum(pos, 0)] <= at)
-        pos = np.where(ended, pos - (1 << k), pos)
-    return np.where(pos >= 0, pos, -1)
+    found = np.flatnonzero(level >= 0)
+    p, lv, t = pos[found], level[found], at[found]
+    p = np.where(lv > 0, p - (1 << np.maximum(lv - 1, 0)), p)  # the block known ended
+    for k in range(len(reach) - 2, -1, -1):
+        ask = lv - 2 >= k  # within the block of level lv, halves from 2^(lv-2) down
+        ended = ask & (reach[k][np.maximum(p, 0)] <= t)
+        p = np.where(ended, p - (1 << k), p)
+    out[found] = p
+    return out
 
 
 def idle_by_cause(frame: pd.DataFrame) -> dict[str, float]:
@@ -275,11 +305,26 @@ def innermost_ops(texts, cause: str | None = None) -> dict[str, int]:
     >>> innermost_ops(["alloc|cudaFree=5;ops|aten::add=2"], "ops")
     {'aten::add': 2}
     """
+    by_cause = innermost_by_cause(texts)
     out: dict[str, int] = {}
+    for kind, ops in by_cause.items():
+        if cause is None or kind == cause:
+            for name, ns in ops.items():
+                out[name] = out.get(name, 0) + ns
+    return out
+
+
+def innermost_by_cause(texts) -> dict[str, dict[str, int]]:
+    """The ``idle_host_ops`` texts added up by cause, read once: cause -> op name -> idle ns.
+
+    >>> innermost_by_cause(["alloc|cudaFree=5;ops|aten::add=2", "alloc|cudaFree=1"])
+    {'alloc': {'cudaFree': 6}, 'ops': {'aten::add': 2}}
+    """
+    out: dict[str, dict[str, int]] = {}
     for text in texts:
         for part in str(text).split(";") if text else ():
             said, _, ns = part.rpartition("=")
             kind, _, name = said.partition("|")
-            if cause is None or kind == cause:
-                out[name] = out.get(name, 0) + int(ns)
+            ops = out.setdefault(kind, {})
+            ops[name] = ops.get(name, 0) + int(ns)
     return out

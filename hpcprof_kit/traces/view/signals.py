@@ -121,7 +121,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     dur = df["dur_ns"].to_numpy(dtype=np.int64)
     ts = df["ts_ns"].to_numpy(dtype=np.int64)
     dev = df["device"].to_numpy() >= 0
-    track = _labels(df["track"])
+    track = _Labels(df["track"])
 
     def has(pattern) -> np.ndarray:
         return text_test(df["name"], lambda s: s.str.contains(pattern, regex=True))
@@ -147,7 +147,7 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
         parts.append(c.groupby(key)["n"].agg(lambda v: ",".join(sorted(set(v)))).rename(
             "region_names"))  # fmt: skip
         parts.append(c.groupby(key)["n"].nunique().rename("regions"))
-    on_device = dev & np.isin(track, ("gpu", "comm", "memcpy", "memset"))
+    on_device = dev & track.isin(("gpu", "comm", "memcpy", "memset"))
     mine, end = rows_by_rank(np.flatnonzero(on_device), rank), ts + dur
     empty = np.zeros(0, dtype=np.int64)
     busy = {int(r): _Busy(ts[mine.get(int(r), empty)], end[mine.get(int(r), empty)])
@@ -161,15 +161,14 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
         parts += [_by(rank[loader], step[loader], dur[loader], "loader_ns"),
                   _by(rank[loader], step[loader], idle, "loader_idle_ns")]  # fmt: skip
     copy = (track == "memcpy") & dev
-    if args is None and (np.isin(track, ("memcpy", "comm")) | gpu).any():
+    if args is None and (track.isin(("memcpy", "comm")) | gpu).any():
         from hpcprof_kit.traces.view.args import run_args
 
         args = run_args(meta)  # read once, for the copies, collectives and GEMMs
     cargs = _args_by_corr(track, meta, args)
     nbytes = np.full(len(df), -1, dtype=np.int64)
     if cargs:
-        for i in np.flatnonzero(copy):
-            nbytes[i] = cargs.get((int(rank[i]), int(corr[i])), (-1,))[0]
+        nbytes[copy] = cargs.nbytes(rank[copy], corr[copy])
     kinds = copy & has(N.MEMORY_KIND.pattern)
     pageable = kinds & has(N.PAGEABLE_H2D.pattern)
     parts += [_by(rank[kinds], step[kinds], 1, "named_copies"),
@@ -207,36 +206,85 @@ def signals(df: pd.DataFrame, gaps: pd.DataFrame | None = None, meta: dict | Non
     return out[SIGNAL_COLUMNS].sort_values(key, kind="stable").reset_index(drop=True)
 
 
-def _labels(column: pd.Series) -> np.ndarray:
-    """A text column as a NumPy string array (a missing label as ""): ``==`` and ``np.isin``
-    on it run in C, where on ``astype(str)``'s object array they compare Python strings one
-    row at a time, and the rules ask that of the track column a dozen times.
+class _Labels:
+    """A text column as codes and their labels (a missing label as ""): ``==`` and
+    :meth:`isin` test each label once and give each row its label's answer, where
+    ``astype(str)``'s object array would compare Python strings one row at a time; the rules
+    ask that of the track column a dozen times.
 
     >>> import pandas as pd
-    >>> _labels(pd.Series(["gpu", None, "cpu"], dtype="category")) == "gpu"
+    >>> _Labels(pd.Series(["gpu", None, "cpu"], dtype="category")) == "gpu"
     array([ True, False, False])
+    >>> _Labels(pd.Series(["gpu", "x"])).isin(("x", "cpu"))
+    array([False,  True])
     """
-    import pandas as pd
 
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        labels = np.array([*column.cat.categories.astype(str), ""])
-        return labels[column.cat.codes.to_numpy()]  # code -1 (missing) takes the last slot
-    return column.astype(str).to_numpy().astype(str)
+    def __init__(self, column: pd.Series):
+        import pandas as pd
+
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            self.labels = np.array([*column.cat.categories.astype(str), ""], dtype=object)
+            self.codes = column.cat.codes.to_numpy()  # code -1 (missing) takes the last slot
+        else:
+            codes, uniques = pd.factorize(column.astype(str))
+            self.labels = np.array([*uniques, ""], dtype=object)
+            self.codes = codes
+
+    def isin(self, values) -> np.ndarray:
+        hit = np.array([label in values for label in self.labels], dtype=bool)
+        return hit[self.codes]
+
+    def __eq__(self, value) -> np.ndarray:  # type: ignore[override]
+        return self.isin((value,))
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-def _args_by_corr(track, meta, args) -> dict[tuple[int, int], tuple[int, str, int]]:
-    """(rank, correlation) -> (bytes, collective name, group size) of copies and collectives."""
+class _CorrArgs:
+    """(rank, correlation) -> bytes, collective name and group size of copies and
+    collectives, looked up for many rows at once (the last row of a pair wins)."""
+
+    def __init__(self, rank, corr, nbytes, coll, group):
+        key = (np.asarray(rank, np.int64) << 40) | (np.asarray(corr, np.int64) & ((1 << 40) - 1))
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        last = np.append(key[1:] != key[:-1], True) if key.size else np.zeros(0, bool)
+        order = order[last]
+        self.keys = key[last]
+        self.bytes = np.asarray(nbytes, np.int64)[order]
+        self.coll = np.asarray(coll, dtype=object)[order]
+        self.group = np.asarray(group, np.int64)[order]
+
+    def __bool__(self) -> bool:
+        return bool(self.keys.size)
+
+    def at(self, rank: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """Each row's position in the table, -1 where its pair has no arguments."""
+        key = (rank.astype(np.int64) << 40) | (corr.astype(np.int64) & ((1 << 40) - 1))
+        pos = np.minimum(np.searchsorted(self.keys, key), max(self.keys.size - 1, 0))
+        hit = (self.keys[pos] == key) & (corr >= 0) if self.keys.size else key < 0
+        return np.where(hit, pos, -1)
+
+    def nbytes(self, rank: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        pos = self.at(rank, corr)
+        return np.where(pos >= 0, self.bytes[np.maximum(pos, 0)] if self.keys.size else -1, -1)
+
+
+def _args_by_corr(track, meta, args) -> _CorrArgs:
+    """The bytes, collective name and group size of copies and collectives by (rank,
+    correlation)."""
     from hpcprof_kit.traces.view.args import run_args
 
-    needs = np.isin(track, ("memcpy", "comm"))
+    none = _CorrArgs([], [], [], [], [])
+    needs = track.isin(("memcpy", "comm"))
     if not needs.any():
-        return {}
+        return none
     args = run_args(meta) if args is None else args
     if args is None or args.empty:
-        return {}
+        return none
     a = args[(args["corr"] >= 0) & (args["bytes"] >= 0)]
-    cols = (a[c].tolist() for c in ("rank", "corr", "bytes", "coll", "group"))  # Python values
-    return {(r, c): (b, str(k), g) for r, c, b, k, g in zip(*cols, strict=True)}
+    return _CorrArgs(*(a[c].to_numpy() for c in ("rank", "corr", "bytes")),
+                     a["coll"].astype(str).to_numpy(object), a["group"].to_numpy())  # fmt: skip
 
 
 def _d2h_bytes(rank, step, ts, dur, corr, track, d2h, dev, nbytes):
@@ -324,20 +372,20 @@ def _collectives(table, meta, rank, step, dur, corr, track, dev, cargs):
     if not coll.any():
         return []
     rows = np.flatnonzero(coll)
-    size = [cargs.get((int(r), int(c)), (-1, "", -1)) for r, c in zip(rank[rows].tolist(),
-            corr[rows].tolist(), strict=True)] if cargs else [(-1, "", -1)] * rows.size  # fmt: skip
-    nbytes = np.fromiter((s[0] for s in size), dtype=np.int64, count=rows.size)
+    pos = cargs.at(rank[rows], corr[rows]) if cargs else np.full(rows.size, -1)
+    nbytes = np.where(pos >= 0, cargs.bytes[np.maximum(pos, 0)], -1) if cargs else pos
+    names = np.where(pos >= 0, cargs.coll[np.maximum(pos, 0)], "") if cargs else pos
+    group = np.where(pos >= 0, cargs.group[np.maximum(pos, 0)], -1) if cargs else pos
     sized_here = bool((nbytes >= 0).any())
     kernels = collective_kernels(_with_meta(table, meta), sizes=not sized_here)
     if not sized_here and len(kernels) == rows.size and (kernels["bytes"] >= 0).any():
         world = max([int(m.get("world_size") or 0) for m in meta.values()], default=0) or 1
         nbytes = kernels["bytes"].to_numpy(dtype=np.int64)
-        size = [(int(b), str(c), world) for b, c in zip(nbytes.tolist(), kernels["collective"],
-                strict=True)]  # fmt: skip
+        names, group = kernels["collective"].astype(str).to_numpy(object), np.full(rows.size, world)
     # the bus factor of the big ones alone: only they are read
     factor = np.ones(rows.size)
     for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
-        factor[j] = N.bus_factor(size[j][1], size[j][2])
+        factor[j] = N.bus_factor(str(names[j]), int(group[j]))
     sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
         BIG_COLL_BYTES)  # fmt: skip
     r, s, d = rank[rows], step[rows], dur[rows]
