@@ -176,20 +176,16 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
     per_rank = np.bincount(t_rank, minlength=ranks.size)
     m_rank = w_rank[w]
     reps = per_rank[m_rank]
-    moment = np.repeat(np.arange(at.size), reps)
     first_thread = np.concatenate([[0], np.cumsum(per_rank)[:-1]])[m_rank]
-    thread = np.repeat(first_thread, reps) + (np.arange(moment.size) - np.repeat(
-        np.cumsum(reps) - reps, reps))  # fmt: skip
-    q_at = at[moment] + t_shift[thread]
-    found = _innermost(q_ts, q_end, q_at)
-    found = np.where((found >= 0) & (q_thread[np.maximum(found, 0)] == thread), found, -1)
-    last = np.searchsorted(q_ts, q_at, side="right") - 1
-    ok = (last >= 0) & (q_thread[np.maximum(last, 0)] == thread)
-    when = np.where(ok, q_ts[np.maximum(last, 0)] - t_shift[thread], np.iinfo(np.int64).min)
-    pick = np.lexsort((when, moment))  # per moment, the thread that began last comes last
-    tail = np.flatnonzero(np.append(moment[pick][1:] != moment[pick][:-1], True))
     chosen = np.full(at.size, -1)
-    chosen[moment[pick][tail]] = found[pick][tail]
+    if reps.max(initial=0) <= 1:  # one launching thread a rank, the common case: no choice
+        asked = np.flatnonzero(reps == 1)
+        thread = first_thread[asked]
+        found = _innermost(q_ts, q_end, at[asked] + t_shift[thread])
+        ok = (found >= 0) & (q_thread[np.maximum(found, 0)] == thread)
+        chosen[asked] = np.where(ok, found, -1)
+    else:
+        chosen = _busiest_thread(at, reps, first_thread, t_shift, q_ts, q_end, q_thread, chosen)
     inner = np.where(chosen >= 0, order[np.maximum(chosen, 0)], -1)  # a position in ops
     traced = inner >= 0
     distinct, code = np.unique(codes[ops], return_inverse=True)
@@ -225,6 +221,24 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
     out["idle_host_ops"] = _top_ops(w[traced], cause[traced], name[traced], length[traced],
                                     kinds, cells)  # fmt: skip
     return out[COLUMNS]
+
+
+def _busiest_thread(at, reps, first_thread, t_shift, q_ts, q_end, q_thread, chosen):
+    """Each moment's innermost op on the launching thread of its rank that began an op last
+    (``reps`` threads a moment, from ``first_thread``), -1 where it runs none."""
+    moment = np.repeat(np.arange(at.size), reps)
+    thread = np.repeat(first_thread, reps) + (np.arange(moment.size) - np.repeat(
+        np.cumsum(reps) - reps, reps))  # fmt: skip
+    q_at = at[moment] + t_shift[thread]
+    found = _innermost(q_ts, q_end, q_at)
+    found = np.where((found >= 0) & (q_thread[np.maximum(found, 0)] == thread), found, -1)
+    last = np.searchsorted(q_ts, q_at, side="right") - 1
+    ok = (last >= 0) & (q_thread[np.maximum(last, 0)] == thread)
+    when = np.where(ok, q_ts[np.maximum(last, 0)] - t_shift[thread], np.iinfo(np.int64).min)
+    pick = np.lexsort((when, moment))  # per moment, the thread that began last comes last
+    tail = np.flatnonzero(np.append(moment[pick][1:] != moment[pick][:-1], True))
+    chosen[moment[pick][tail]] = found[pick][tail]
+    return chosen
 
 
 def _top_ops(w, cause, name, length, kinds, cells) -> list[str]:
