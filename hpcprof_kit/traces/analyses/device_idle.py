@@ -392,8 +392,9 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
     out["queue_ns"] = np.where(prev == _NONE, 0, np.maximum(behind, 0)).astype(np.int64)
     out["kind"] = out["launch"].map(LAUNCH_NAMES)
     out["hta"] = out["launch"].isin(HTA_LAUNCH_NAMES)
-    out = out.sort_values(["rank", "launch_ts_ns", "corr"], kind="stable", ignore_index=True)
-    out = out[LAUNCH_COLUMNS].astype({"rank": "int64", "corr": "int64"})
+    by = np.lexsort(tuple(out[c].to_numpy() for c in ("corr", "launch_ts_ns", "rank")))  # stable
+    out = out[LAUNCH_COLUMNS].take(by).reset_index(drop=True)
+    out = out.astype({"rank": "int64", "corr": "int64"})
     out.attrs["skipped"] = _skipped(rank, out["rank"].to_numpy(), "no paired launch")
     return out
 

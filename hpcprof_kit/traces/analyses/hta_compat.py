@@ -137,8 +137,11 @@ def _device_rows(df: pd.DataFrame, start: np.ndarray) -> np.ndarray:
     key = (rank << 40) | (corr & ((1 << 40) - 1))  # (rank, correlation id) as one number
     # membership by binary search in the few early keys: np.isin would sort the whole table
     early_keys = distinct(key[early & (corr >= 0)])
-    at = np.minimum(np.searchsorted(early_keys, key), max(early_keys.size - 1, 0))
-    launched = device & (early_keys[at] == key) if early_keys.size else np.zeros_like(device)
+    launched = np.zeros_like(device)
+    if early_keys.size:  # only device rows are asked: the rest are never launched
+        rows = np.flatnonzero(device)
+        at = np.minimum(np.searchsorted(early_keys, key[rows]), early_keys.size - 1)
+        launched[rows] = early_keys[at] == key[rows]
     return (launched | early) & (stream != -1)
 
 

@@ -119,11 +119,12 @@ def memory_timeline(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     require_table(df, ("rank", "track", "name", "pid", "tid", "ts_ns", "step", "cycle"))
-    is_memory = text_test(df["name"], lambda s: s == MEMORY_EVENT)
-    is_memory &= text_test(df["track"], lambda s: s == "instant")
+    d = bare(df)  # a column of the table itself would copy its attrs (every rank's) each time
+    is_memory = text_test(d["name"], lambda s: s == MEMORY_EVENT)
+    is_memory &= text_test(d["track"], lambda s: s == "instant")
     if not is_memory.any():
         return _empty(TIMELINE_COLUMNS)
-    picked = bare(df)[is_memory]
+    picked = d[is_memory]
     rows = pd.DataFrame(
         {
             "rank": picked["rank"].to_numpy(np.int32),
@@ -136,7 +137,8 @@ def memory_timeline(df: pd.DataFrame) -> pd.DataFrame:
     )
     events = read_events(df.attrs.get("ranks", {}), sorted(set(rows["rank"].tolist())))
     got = match_rows(rows, events)
-    got = got.sort_values(["rank", "device", "ts_ns", "cycle", "order"], kind="stable")
+    by = ("order", "cycle", "ts_ns", "device", "rank")  # np.lexsort: the last key first; stable
+    got = got.take(np.lexsort(tuple(got[c].to_numpy() for c in by)))
     out = pd.DataFrame(
         {
             "rank": got["rank"].to_numpy(np.int32),
