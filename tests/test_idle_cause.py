@@ -81,3 +81,40 @@ def test_time_no_op_covers_is_named_untraced(tmp_path):
     assert f["evidence"]["host_during_idle_ms_per_step"] == {"launch": 0.005, "untraced": 5.295}
     assert "no traced op covers" in f["summary"] and "with_stack=True" in f["advice"]
     assert "DataLoader" not in f["advice"]
+
+
+def numbered(every: int) -> list[dict]:
+    """Six steps whose host runs three numbered ops (External ids) in its first 0.6 ms, then
+    nothing traced until the launch: ids go on one by one (``every`` 3), or jump ``every``
+    ids from step to step, as in a copy of the trace that kept blocks of whole events and
+    dropped the ones between (a cut or a sample)."""
+    events = steps([])
+    for k in range(STEPS):
+        t0 = k * 10_000
+        events += [x("cpu_op", name, t0 + 100 + 200 * i, 150, **{"External id": k * every + i})
+                   for i, name in enumerate(("aten::linear", "aten::relu", "aten::sum"))]  # fmt: skip
+    return events
+
+
+def test_a_host_with_no_traced_op_and_whole_ids_is_named_a_stall(tmp_path):
+    """The ids go on one by one: the profiler saw every op, and the host really did nothing
+    it traces (Python, garbage collection, I/O) while the device idled."""
+    found, coverage = findings(write(tmp_path, numbered(3)))
+    f = found["device_idle_host_bound"]
+    assert f["evidence"]["idle_cause"] == ["untraced"]
+    assert "no traced op covers" in f["summary"] and "with_stack=True" in f["advice"]
+    assert "device_idle_host_bound" not in coverage
+
+
+def test_a_trace_that_dropped_most_of_its_events_is_not_judged(tmp_path):
+    """The ids jump by 1000 from step to step (18 ops of 5003 ids): the device's empty time
+    is events missing, not idle, and the rule says so instead of a finding (the ATPESC XPU
+    sample: 97 of 3109 ids)."""
+    found, coverage = findings(write(tmp_path, numbered(1000)))
+    assert "device_idle_host_bound" not in found
+    assert coverage["device_idle_host_bound"] == (
+        "not judged: the device of rank(s) 0 shows nothing for most of the step, but its host "
+        "shows no op either for 4.8 ms a step, and its ops hold 18 of the 5003 ids in their "
+        "range, the rest in a few large holes: the trace dropped most of its events (a cut or "
+        "sampled copy), so idle cannot be told from missing; report on the whole trace"
+    )

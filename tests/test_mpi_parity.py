@@ -92,3 +92,18 @@ def test_the_summary_keeps_the_gpu_generation(tmp_path):
     assert f["evidence"]["generation"] == "fp16 only"
     assert f["evidence"]["devices"] == ["Tesla V100-SXM2-32GB"]
     assert "GradScaler" in f["advice"] and "allow_tf32" not in f["advice"]
+
+
+@pytest.mark.parametrize("every", [3, 1000])
+def test_the_summaries_judge_a_trace_that_dropped_events_as_the_table_does(tmp_path, every):
+    """A host with no traced op while the device idles: a stall where the op ids go on one by
+    one, not judged where they jump (events dropped); the summaries keep each rank's ids."""
+    from test_idle_cause import numbered
+
+    path = write(tmp_path, numbered(every))
+    whole, parts = both(path, tmp_path)
+    assert [f["kind"] for f in parts] == [f["kind"] for f in whole]
+    assert ("device_idle_host_bound" in [f["kind"] for f in parts]) == (every == 3)
+    assert parts.coverage.get("device_idle_host_bound") == whole.coverage.get(
+        "device_idle_host_bound"
+    )

@@ -177,8 +177,10 @@ def test_the_xpu_sample_gets_kernels_and_launches(shared_traces):
     assert len(k["top_kernels"]) > 0 and k["launches"]["launches"].iloc[0] > 0
     by = k["launched_by"]
     assert (by["op"] != "(no op found)").any()
-    # its short kernels are many but not the kernel time (the GEMMs are): no short_kernels
-    assert "device_idle_host_bound" in kinds(rep) and "short_kernels" not in kinds(rep)
+    # its short kernels are many but not the kernel time (the GEMMs are): no short_kernels;
+    # the sample kept blocks of whole events, so the device's empty time is not judged idle
+    assert "short_kernels" not in kinds(rep) and "device_idle_host_bound" not in kinds(rep)
+    assert rep.findings.coverage["device_idle_host_bound"].startswith("not judged: ")
     assert len(rep.panes["memory"].tables["peaks"]) > 0
 
 

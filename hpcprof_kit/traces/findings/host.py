@@ -66,7 +66,11 @@ def device_idle_host_bound(view: RunView) -> list[dict]:
         else None,
     }
     value = float(hot.max())
-    _, said, advice = idle_cause(view, list(hot.index), len(rows), evidence)
+    cause, said, advice = idle_cause(view, list(hot.index), len(rows), evidence)
+    cut = events_missing(view, list(hot.index), cause, evidence)
+    if cut:
+        view.coverage["device_idle_host_bound"] = cut
+        return []
     return [
         finding(
             "device_idle_host_bound", hot.index, [s for s in rows["step"].unique() if s >= 0],
@@ -165,6 +169,29 @@ def idle_cause(view: RunView, ranks: list[int], cells: int,
     return cause, said, advice
 
 
+def events_missing(view: RunView, ranks: list[int], cause: str | None,
+                   evidence: dict) -> str | None:  # fmt: skip
+    """Why the device's idle cannot be judged on ``ranks``, or None: most of it falls in time
+    no traced op covers (``cause`` "untraced"), and each rank's op ids say its trace dropped
+    most of its events (:mod:`~hpcprof_kit.traces.view.op_ids`: a cut or sampled copy), so
+    the kernels of that time are missing, not absent."""
+    from hpcprof_kit.traces.view.op_ids import lost_events
+
+    holes = [view.op_ids.get(int(r)) for r in ranks]
+    if cause != "untraced" or not all(lost_events(h) for h in holes):
+        return None
+    kept = sum(h["ops"] for h in holes)
+    span = sum(h["span"] for h in holes)
+    ms = evidence.get("host_during_idle_ms_per_step", {}).get("untraced", 0.0)
+    return (
+        f"not judged: the device of rank(s) {', '.join(str(r) for r in ranks)} shows nothing "
+        f"for most of the step, but its host shows no op either for {ms:.1f} ms a step, and "
+        f"its ops hold {kept} of the {span} ids in their range, the rest in a few large "
+        "holes: the trace dropped most of its events (a cut or sampled copy), so idle "
+        "cannot be told from missing; report on the whole trace"
+    )
+
+
 def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
     """On a trace without steps: the device's idle share of the steady state, start-up (to
     the first device event) set apart and named; no gain per step."""
@@ -187,7 +214,11 @@ def _idle_after_startup(view: RunView, spans: pd.DataFrame) -> list[dict]:
         },  # fmt: skip
     }
     startup_ms = max(evidence["startup_ms_by_rank"].values())
-    _, said, advice = idle_cause(view, list(hot.index), len(hot), evidence)
+    cause, said, advice = idle_cause(view, list(hot.index), len(hot), evidence)
+    cut = events_missing(view, list(hot.index), cause, evidence)
+    if cut:
+        view.coverage["device_idle_host_bound"] = cut
+        return []
     advice = advice or RULES["device_idle_host_bound"].advice
     return [
         finding(

@@ -219,6 +219,17 @@ class RunView:
         return None if self.table is None else self.table.attrs.get("placement")
 
     @cached_property
+    def op_ids(self) -> dict[int, dict[str, int]]:
+        """Per rank, the ids of its host ops and the holes between them
+        (:func:`~hpcprof_kit.traces.view.op_ids.op_id_holes`): from the events, else from
+        each rank's summary (empty for a summary of an older kit)."""
+        from hpcprof_kit.traces.view.op_ids import op_id_holes
+
+        if self.df is not None:
+            return op_id_holes(self.df)
+        return {int(r): m["op_ids"] for r, m in self.meta.items() if m.get("op_ids")}
+
+    @cached_property
     def stepped(self) -> bool:
         return bool((self.b["step"] >= 0).any())
 

@@ -37,6 +37,7 @@ from hpcprof_kit.traces.analyses.ops import (
 )
 from hpcprof_kit.traces.read.naming import check_same_run
 from hpcprof_kit.traces.table.order import by_value
+from hpcprof_kit.traces.view.op_ids import op_id_holes
 from hpcprof_kit.traces.view.signals import (
     SIGNAL_COLUMNS,
     WAIT_COLUMNS,
@@ -133,6 +134,7 @@ def summarise_rank(df: pd.DataFrame) -> RankSummary:
     meta = {k: meta.get(k) for k in keep}
     meta["sources"] = _sources(df.attrs.get("ranks", {}).get(rank, {}))
     meta["events"] = len(df)
+    meta["op_ids"] = op_id_holes(df).get(rank)
     ops, kernels = _name_totals(df, "op"), _name_totals(df, "kernel")
     names: list[str] = []
     for totals, what in ((ops, "op"), (kernels, "kernel")):
