@@ -177,8 +177,10 @@ def events_missing(view: RunView, ranks: list[int], cause: str | None,
     the kernels of that time are missing, not absent."""
     from hpcprof_kit.traces.view.op_ids import lost_events
 
+    if cause != "untraced":
+        return None
     holes = [view.op_ids.get(int(r)) for r in ranks]
-    if cause != "untraced" or not all(lost_events(h) for h in holes):
+    if not all(lost_events(h) for h in holes):
         return None
     kept = sum(h["ops"] for h in holes)
     span = sum(h["span"] for h in holes)
