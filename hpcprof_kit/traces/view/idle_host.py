@@ -129,16 +129,24 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 def _launching(rank: np.ndarray, tid: np.ndarray, runtime: np.ndarray) -> np.ndarray:
     """Which of these host ops are on a launching thread of their rank: a thread with a
-    runtime call, else, on a rank without any, its thread with the most ops."""
-    import pandas as pd
-
-    frame = pd.DataFrame({"rank": rank, "tid": tid, "runtime": runtime})
-    per = frame.groupby(["rank", "tid"], sort=True)["runtime"].agg(["sum", "size"])
-    calls = per["sum"].groupby(level="rank").transform("max") > 0
-    busiest = per["size"] == per["size"].groupby(level="rank").transform("max")
-    first = ~busiest.groupby(level="rank").cumsum().gt(1)  # the first busiest thread alone
-    keep = per.index[(calls & (per["sum"] > 0)) | (~calls & busiest & first)]
-    return pd.MultiIndex.from_arrays([rank, tid]).isin(keep)
+    runtime call, else, on a rank without any, its thread with the most ops (the first by
+    thread id of those)."""
+    if not rank.size:
+        return np.zeros(0, dtype=bool)
+    width = int(tid.max(initial=0)) + 1
+    threads, which = np.unique(rank.astype(np.int64) * width + tid, return_inverse=True)
+    which = which.reshape(-1)
+    calls = np.bincount(which, weights=runtime.astype(np.int64), minlength=threads.size)
+    size = np.bincount(which, minlength=threads.size)
+    t_rank = threads // width
+    heads = np.flatnonzero(np.append(True, t_rank[1:] != t_rank[:-1]))  # threads by rank
+    group = np.repeat(np.arange(heads.size), np.diff(np.append(heads, threads.size)))
+    has_calls = np.maximum.reduceat(calls, heads)[group] > 0
+    busiest = size == np.maximum.reduceat(size, heads)[group]
+    before = np.cumsum(busiest) - np.repeat(np.cumsum(busiest)[heads] - busiest[heads],
+                                            np.diff(np.append(heads, threads.size)))  # fmt: skip
+    keep = (has_calls & (calls > 0)) | (~has_calls & busiest & (before == 1))
+    return keep[which]
 
 
 def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, codes,
