@@ -663,3 +663,62 @@ def second_waits(tmp_path, capsys) -> None:
     ) in out
     assert not any("(waiting: the comment names what it waits for)" in line for line in out)
     assert out[0] == f"job {second.job_id} ended CANCELLED"
+
+
+# ---- a sweep of two fields, and a sweep whose widest variant can never run ---------------------
+# Each variant runs `bash -c TRAIN v --epochs E --seed S`, which, as the train example's own
+# argument checks did on the real server, exits 2 unless it has at least one epoch and an
+# integer seed (E=0 or S=x: exit 2).
+TRAIN = ('[ "$2" -ge 1 ] && [ "$4" -eq "$4" ] 2>/dev/null || '
+         '{ echo "train: error: argument --epochs/--seed: invalid value" >&2; exit 2; }')  # fmt: skip
+
+
+def test_29_twin_a_2x2_train_like_sweep_three_of_four_exit_2(pbs_on, tmp_path, capsys):
+    """Row 29: `--epochs=0,1` x `--seed=0,x`: `60[0,1,3]` F 93 Exit_status 2, `60[2]` 0:
+    FAILED/FAILED/COMPLETED/FAILED, the same in `sweep compare --json`, exit 1."""
+    code = main([*SWEEP, "--vary=--epochs=0,1", "--vary=--seed=0,x", "--wait", "--", "bash",
+                 "-c", TRAIN, "v"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    lines = out.splitlines()
+    sweep_dir = Path(lines[0].removeprefix("sweep "))
+    assert lines[2:7] == [
+        "    0 FAILED     --epochs=0 --seed=0",
+        "    1 FAILED     --epochs=0 --seed=x",
+        "    2 COMPLETED  --epochs=1 --seed=0",
+        "    3 FAILED     --epochs=1 --seed=x",
+        f"  3 variant(s) did not complete; run it again with --resume {sweep_dir}",
+    ]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    codes = [json.loads((r / "manifest.json").read_text())["exit_code"] for r in runs]
+    assert codes == [2, 2, 0, 2]
+    assert "train: error: argument" in (runs[0] / "stderr").read_text()
+    assert main(["sweep", "compare", str(sweep_dir), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["variant"], r["--epochs"], r["--seed"], r["state"]) for r in rows] == [
+        (0, "0", "0", "FAILED"), (1, "0", "x", "FAILED"), (2, "1", "0", "COMPLETED"),
+        (3, "1", "x", "FAILED")]  # fmt: skip
+
+
+def test_30_twin_a_sweep_over_nodes_1_2_can_never_run_on_one_node(pbs_on, tmp_path, capsys):
+    """Row 30: `--vary nodes=1,2` on the one-node server: every element of a PBS array asks
+    the widest select (2 nodes), so both subjobs stay Q, "Can Never Run"; both are reported
+    and the wait ends at once with exit 3."""
+    code = main([*SWEEP, "--vary", "nodes=1,2", "--wait", "--", "true"])
+    assert code == 3
+    lines = capsys.readouterr().out.splitlines()
+    sweep_dir = lines[0].removeprefix("sweep ")
+    parent = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert "select=2:" in (Path(sweep_dir) / "array.sh").read_text()
+    assert lines[2:] == [
+        "    0 QUEUED     nodes=1",
+        "    1 QUEUED     nodes=2",
+        f"  variant 0 can never run as asked; the scheduler says: {CNR}",
+        f"  variant 1 can never run as asked; the scheduler says: {CNR}",
+        "  waiting will not help: cancel its job (hpcprof-kit cancel RUN_DIR), change the "
+        "request (fewer --nodes, a shorter --walltime, another --queue) and sweep again",
+    ]
+    for index in (0, 1):
+        attrs = attributes(parent.replace("[]", f"[{index}]"))
+        assert (attrs["job_state"], attrs["comment"]) == ("Q", CNR)
+    qdel(pbs_on, parent)
