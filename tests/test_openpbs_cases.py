@@ -722,3 +722,32 @@ def test_30_twin_a_sweep_over_nodes_1_2_can_never_run_on_one_node(pbs_on, tmp_pa
         attrs = attributes(parent.replace("[]", f"[{index}]"))
         assert (attrs["job_state"], attrs["comment"]) == ("Q", CNR)
     qdel(pbs_on, parent)
+
+
+# ---- variants in turn, history off --------------------------------------------------------------
+@pytest.fixture
+def in_turn_off(tmp_path, monkeypatch, isolated_runs, capsys):
+    """History off, a queue that takes one job a user: a sweep runs its variants in turn."""
+    twin = build(tmp_path, monkeypatch, history=False, max_queued=1)
+    capsys.readouterr()
+    return twin
+
+
+def test_46_twin_in_turn_walltime_during_variant_1_history_off(in_turn_off, tmp_path, capsys):
+    """Row 46: the job's walltime runs out during variant 1; the server forgets the job and
+    PBS's line `=>> PBS: job killed: walltime N exceeded limit M` lies in the job's stderr
+    file: COMPLETED / TIMEOUT / NOT_STARTED."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,0", "--walltime", "00:00:02",
+                                     "--wait")  # fmt: skip
+    assert code == 1
+    job_id = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    assert [line.split()[:2] for line in out.splitlines()[2:5]] == [
+        ["0", "COMPLETED"], ["1", "TIMEOUT"], ["2", "NOT_STARTED"]]  # fmt: skip
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert [m.get("exit_code") for m in manifests] == [0, 143, None]
+    (err,) = sweep_dir.glob(f"*.e{job_id.split('.')[0]}")
+    line = re.search(r"=>> PBS: job killed: walltime \d+ exceeded limit 6", err.read_text())
+    assert line, err.read_text()
+    assert manifests[1]["note"] == f"PBS's walltime: its stderr says {line.group(0)!r}"
+    assert attributes(job_id) is None
