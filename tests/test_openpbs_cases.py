@@ -47,6 +47,7 @@ def build(
     closed: bool = False,
     stage_delay_s: float = 0.0,
     exclusive: bool = False,
+    refused_uids: tuple[int, ...] = (),
 ):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
@@ -60,7 +61,8 @@ def build(
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
                                   job_history=history, queues=queues,
                                   stage_delay_s=stage_delay_s,
-                                  exclusive_nodes=exclusive)  # fmt: skip
+                                  exclusive_nodes=exclusive,
+                                  refused_uids=refused_uids)  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -751,3 +753,37 @@ def test_46_twin_in_turn_walltime_during_variant_1_history_off(in_turn_off, tmp_
     assert line, err.read_text()
     assert manifests[1]["note"] == f"PBS's walltime: its stderr says {line.group(0)!r}"
     assert attributes(job_id) is None
+
+
+# ---- a submission the server refuses for its user ----------------------------------------------
+def test_55_twin_qsub_as_root_bad_uid_is_relayed_and_status_says_never_submitted(
+    tmp_path, monkeypatch, isolated_runs, capsys
+):
+    """Row 55: a real OpenPBS server refuses root's jobs: `qsub: Bad UID for job execution`,
+    exit 175 (the twin refuses this test's own user, as it may run as root). The kit relays
+    it; status says "never submitted: qsub refused it (exit 175)"; each try keeps its own
+    run directory, with what it wrote."""
+    twin = build(tmp_path, monkeypatch, history=True, refused_uids=(os.getuid(),))
+    capsys.readouterr()
+    argv = ["submit", "--system", "pbshost", "--backend", "pbs", "--ranks-per-node", "1",
+            "--walltime", "00:05:00", "--binding", "none", "--", "true"]  # fmt: skip
+    for _ in range(2):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("hpcprof-kit submit: qsub -o ") and err.endswith(
+            " job.sh failed (exit 175) while trying to submit to PBS: qsub: Bad UID for job "
+            "execution"
+        )
+    runs = sorted(p for p in isolated_runs.iterdir() if p.is_dir())
+    assert len(runs) == 2
+    for run in runs:
+        assert (run / "job.sh").exists() and (run / "spec.json").exists()
+        assert main(["status", str(run)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[:3] == ["FAILED  never submitted: qsub refused it (exit 175)", "qsub said:",
+                             "  qsub: Bad UID for job execution"]  # fmt: skip
+    assert [(e["ok"], e["exit"]) for e in twin.events("qsub")] == [(False, 175)] * 2
+    done = subprocess.run(["qsub", "-l", "walltime=00:05:00", "-l", "select=1:ncpus=2",
+                           str(runs[0] / "job.sh")], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (175, "qsub: Bad UID for job execution")

@@ -77,6 +77,8 @@ def qsub(twin: Twin, args: list[str]) -> int:
         script = Path(rest[0]).resolve()
         parse_directives(script.read_text(), req)
         parse_options(args, req)  # the command line wins over the directives
+        if os.getuid() in twin.config.get("refused_uids", ()):  # as a real server refuses root
+            raise Refused("qsub: Bad UID for job execution")
         check_request(twin, record, req)
     except Refused as exc:
         print(str(exc), file=sys.stderr)
