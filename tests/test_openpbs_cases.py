@@ -726,6 +726,38 @@ def test_30_twin_a_sweep_over_nodes_1_2_can_never_run_on_one_node(pbs_on, tmp_pa
     qdel(pbs_on, parent)
 
 
+def test_37_twin_qdel_of_the_array_by_hand_history_off(pbs_off, tmp_path, capsys):
+    """Row 37: `qdel 'N[]'` by hand while [0] has finished, [1] runs, [2] and [3] are queued;
+    once the array has ended the server knows none of them. The array ended while 2 and 3 had
+    never started, which only its deletion does: COMPLETED / CANCELLED 143 (the note says
+    why) / NOT_STARTED x2."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,hang,hang")
+    assert code == 0
+    parent = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    gate_on(tmp_path / "started-hang")  # subjob 1 runs; subjob 0 has ended
+    qdel(pbs_off, parent)
+    gone, last = _until(lambda: attributes(parent), lambda a: a is None, 120, interval=0.05)
+    assert gone, f"{parent} still known: {last}"  # the array has ended, and is forgotten
+    from hpcprof_kit.jobs.sweep import Sweep
+
+    states = Sweep.load(sweep_dir).wait(timeout=120)
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert [(states[i], m.get("exit_code")) for i, m in enumerate(manifests)] == [
+        ("COMPLETED", 0), ("CANCELLED", 143), ("NOT_STARTED", None), ("NOT_STARTED", None)]  # fmt: skip
+    note = (
+        "deleted (qdel) with its array while it ran: job_end.json: killed by signal 15 "
+        "(SIGTERM); PBS kept no record of it (no job history), but the array ended before "
+        "variants 2, 3 ever started, which only a deletion of the array does (a walltime or "
+        "the program's own exit ends one subjob, not the ones queued after it)"
+    )
+    assert manifests[1]["note"] == note
+    assert not (runs[2] / "stdout").exists() and not (runs[3] / "stdout").exists()
+    assert main(["status", str(runs[1])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"CANCELLED  job {manifests[1]['job_id']}  exit code 143", f"note: {note}"]
+
+
 # ---- variants in turn, history off --------------------------------------------------------------
 @pytest.fixture
 def in_turn_off(tmp_path, monkeypatch, isolated_runs, capsys):
@@ -733,6 +765,37 @@ def in_turn_off(tmp_path, monkeypatch, isolated_runs, capsys):
     twin = build(tmp_path, monkeypatch, history=False, max_queued=1)
     capsys.readouterr()
     return twin
+
+
+def test_45_twin_in_turn_skip_then_qdel_by_hand_history_off(in_turn_off, tmp_path, capsys):
+    """Row 45: variant 0 runs, 2 is skipped with the kit's cancel, then the job is deleted by
+    hand; the server forgets it: CANCELLED 143 (the job ended while variant 1 had never
+    started: only a deletion does that) / NOT_STARTED / CANCELLED (skipped)."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "hang,0,0")
+    assert code == 0
+    job_id = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    gate_on(tmp_path / "started-hang")
+    assert main(["cancel", str(runs[2])]) == 0  # waiting for its turn: skipped alone
+    assert capsys.readouterr().out.strip() == "CANCELLED"
+    qdel(in_turn_off, job_id)
+    gate_on(runs[0] / "job_end.json")
+    from hpcprof_kit.jobs.sweep import Sweep
+
+    states = Sweep.load(sweep_dir).wait(timeout=120)
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert attributes(job_id) is None  # forgotten: no job history
+    assert [(states[i], m.get("exit_code")) for i, m in enumerate(manifests)] == [
+        ("CANCELLED", 143), ("NOT_STARTED", None), ("CANCELLED", None)]  # fmt: skip
+    assert manifests[0]["note"] == (
+        "deleted (qdel) with the job running it in turn: job_end.json: killed by signal 15 "
+        "(SIGTERM); PBS kept no record of it (no job history), but the job ended before "
+        "variant 1 ever started, which only a deletion of the job does (the program's own "
+        "exit leaves the later variants to run, and the walltime leaves its line in the job's "
+        "stderr)"
+    )
+    assert manifests[2]["note"] == "cancelled before its turn: the job passes this variant over"
+    assert not (runs[1] / "stdout").exists() and not (runs[2] / "stdout").exists()
 
 
 def test_46_twin_in_turn_walltime_during_variant_1_history_off(in_turn_off, tmp_path, capsys):
