@@ -47,6 +47,7 @@ def build(
     closed: bool = False,
     stage_delay_s: float = 0.0,
     exclusive: bool = False,
+    refused_uids: tuple[int, ...] = (),
 ):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
@@ -60,7 +61,8 @@ def build(
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
                                   job_history=history, queues=queues,
                                   stage_delay_s=stage_delay_s,
-                                  exclusive_nodes=exclusive)  # fmt: skip
+                                  exclusive_nodes=exclusive,
+                                  refused_uids=refused_uids)  # fmt: skip
     records = tmp_path / "records"
     monkeypatch.setenv("PATH", f"{twin.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("HPCPROF_SYSTEMS_DIR", str(records))
@@ -663,3 +665,188 @@ def second_waits(tmp_path, capsys) -> None:
     ) in out
     assert not any("(waiting: the comment names what it waits for)" in line for line in out)
     assert out[0] == f"job {second.job_id} ended CANCELLED"
+
+
+# ---- a sweep of two fields, and a sweep whose widest variant can never run ---------------------
+# Each variant runs `bash -c TRAIN v --epochs E --seed S`, which, as the train example's own
+# argument checks did on the real server, exits 2 unless it has at least one epoch and an
+# integer seed (E=0 or S=x: exit 2).
+TRAIN = ('[ "$2" -ge 1 ] && [ "$4" -eq "$4" ] 2>/dev/null || '
+         '{ echo "train: error: argument --epochs/--seed: invalid value" >&2; exit 2; }')  # fmt: skip
+
+
+def test_29_twin_a_2x2_train_like_sweep_three_of_four_exit_2(pbs_on, tmp_path, capsys):
+    """Row 29: `--epochs=0,1` x `--seed=0,x`: `60[0,1,3]` F 93 Exit_status 2, `60[2]` 0:
+    FAILED/FAILED/COMPLETED/FAILED, the same in `sweep compare --json`, exit 1."""
+    code = main([*SWEEP, "--vary=--epochs=0,1", "--vary=--seed=0,x", "--wait", "--", "bash",
+                 "-c", TRAIN, "v"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    lines = out.splitlines()
+    sweep_dir = Path(lines[0].removeprefix("sweep "))
+    assert lines[2:7] == [
+        "    0 FAILED     --epochs=0 --seed=0",
+        "    1 FAILED     --epochs=0 --seed=x",
+        "    2 COMPLETED  --epochs=1 --seed=0",
+        "    3 FAILED     --epochs=1 --seed=x",
+        f"  3 variant(s) did not complete; run it again with --resume {sweep_dir}",
+    ]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    codes = [json.loads((r / "manifest.json").read_text())["exit_code"] for r in runs]
+    assert codes == [2, 2, 0, 2]
+    assert "train: error: argument" in (runs[0] / "stderr").read_text()
+    assert main(["sweep", "compare", str(sweep_dir), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["variant"], r["--epochs"], r["--seed"], r["state"]) for r in rows] == [
+        (0, "0", "0", "FAILED"), (1, "0", "x", "FAILED"), (2, "1", "0", "COMPLETED"),
+        (3, "1", "x", "FAILED")]  # fmt: skip
+
+
+def test_30_twin_a_sweep_over_nodes_1_2_can_never_run_on_one_node(pbs_on, tmp_path, capsys):
+    """Row 30: `--vary nodes=1,2` on the one-node server: every element of a PBS array asks
+    the widest select (2 nodes), so both subjobs stay Q, "Can Never Run"; both are reported
+    and the wait ends at once with exit 3."""
+    code = main([*SWEEP, "--vary", "nodes=1,2", "--wait", "--", "true"])
+    assert code == 3
+    lines = capsys.readouterr().out.splitlines()
+    sweep_dir = lines[0].removeprefix("sweep ")
+    parent = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert "select=2:" in (Path(sweep_dir) / "array.sh").read_text()
+    assert lines[2:] == [
+        "    0 QUEUED     nodes=1",
+        "    1 QUEUED     nodes=2",
+        f"  variant 0 can never run as asked; the scheduler says: {CNR}",
+        f"  variant 1 can never run as asked; the scheduler says: {CNR}",
+        "  waiting will not help: cancel its job (hpcprof-kit cancel RUN_DIR), change the "
+        "request (fewer --nodes, a shorter --walltime, another --queue) and sweep again",
+    ]
+    for index in (0, 1):
+        attrs = attributes(parent.replace("[]", f"[{index}]"))
+        assert (attrs["job_state"], attrs["comment"]) == ("Q", CNR)
+    qdel(pbs_on, parent)
+
+
+def test_37_twin_qdel_of_the_array_by_hand_history_off(pbs_off, tmp_path, capsys):
+    """Row 37: `qdel 'N[]'` by hand while [0] has finished, [1] runs, [2] and [3] are queued;
+    once the array has ended the server knows none of them. The array ended while 2 and 3 had
+    never started, which only its deletion does: COMPLETED / CANCELLED 143 (the note says
+    why) / NOT_STARTED x2."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,hang,hang")
+    assert code == 0
+    parent = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    gate_on(tmp_path / "started-hang")  # subjob 1 runs; subjob 0 has ended
+    qdel(pbs_off, parent)
+    gone, last = _until(lambda: attributes(parent), lambda a: a is None, 120, interval=0.05)
+    assert gone, f"{parent} still known: {last}"  # the array has ended, and is forgotten
+    from hpcprof_kit.jobs.sweep import Sweep
+
+    states = Sweep.load(sweep_dir).wait(timeout=120)
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert [(states[i], m.get("exit_code")) for i, m in enumerate(manifests)] == [
+        ("COMPLETED", 0), ("CANCELLED", 143), ("NOT_STARTED", None), ("NOT_STARTED", None)]  # fmt: skip
+    note = (
+        "deleted (qdel) with its array while it ran: job_end.json: killed by signal 15 "
+        "(SIGTERM); PBS kept no record of it (no job history), but the array ended before "
+        "variants 2, 3 ever started, which only a deletion of the array does (a walltime or "
+        "the program's own exit ends one subjob, not the ones queued after it)"
+    )
+    assert manifests[1]["note"] == note
+    assert not (runs[2] / "stdout").exists() and not (runs[3] / "stdout").exists()
+    assert main(["status", str(runs[1])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"CANCELLED  job {manifests[1]['job_id']}  exit code 143", f"note: {note}"]
+
+
+# ---- variants in turn, history off --------------------------------------------------------------
+@pytest.fixture
+def in_turn_off(tmp_path, monkeypatch, isolated_runs, capsys):
+    """History off, a queue that takes one job a user: a sweep runs its variants in turn."""
+    twin = build(tmp_path, monkeypatch, history=False, max_queued=1)
+    capsys.readouterr()
+    return twin
+
+
+def test_45_twin_in_turn_skip_then_qdel_by_hand_history_off(in_turn_off, tmp_path, capsys):
+    """Row 45: variant 0 runs, 2 is skipped with the kit's cancel, then the job is deleted by
+    hand; the server forgets it: CANCELLED 143 (the job ended while variant 1 had never
+    started: only a deletion does that) / NOT_STARTED / CANCELLED (skipped)."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "hang,0,0")
+    assert code == 0
+    job_id = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    gate_on(tmp_path / "started-hang")
+    assert main(["cancel", str(runs[2])]) == 0  # waiting for its turn: skipped alone
+    assert capsys.readouterr().out.strip() == "CANCELLED"
+    qdel(in_turn_off, job_id)
+    gate_on(runs[0] / "job_end.json")
+    from hpcprof_kit.jobs.sweep import Sweep
+
+    states = Sweep.load(sweep_dir).wait(timeout=120)
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert attributes(job_id) is None  # forgotten: no job history
+    assert [(states[i], m.get("exit_code")) for i, m in enumerate(manifests)] == [
+        ("CANCELLED", 143), ("NOT_STARTED", None), ("CANCELLED", None)]  # fmt: skip
+    assert manifests[0]["note"] == (
+        "deleted (qdel) with the job running it in turn: job_end.json: killed by signal 15 "
+        "(SIGTERM); PBS kept no record of it (no job history), but the job ended before "
+        "variant 1 ever started, which only a deletion of the job does (the program's own "
+        "exit leaves the later variants to run, and the walltime leaves its line in the job's "
+        "stderr)"
+    )
+    assert manifests[2]["note"] == "cancelled before its turn: the job passes this variant over"
+    assert not (runs[1] / "stdout").exists() and not (runs[2] / "stdout").exists()
+
+
+def test_46_twin_in_turn_walltime_during_variant_1_history_off(in_turn_off, tmp_path, capsys):
+    """Row 46: the job's walltime runs out during variant 1; the server forgets the job and
+    PBS's line `=>> PBS: job killed: walltime N exceeded limit M` lies in the job's stderr
+    file: COMPLETED / TIMEOUT / NOT_STARTED."""
+    code, out, sweep_dir = sweep_cli(tmp_path, capsys, "0,hang,0", "--walltime", "00:00:02",
+                                     "--wait")  # fmt: skip
+    assert code == 1
+    job_id = out.splitlines()[1].split("submitted job: ")[1].split(" ")[0]
+    assert [line.split()[:2] for line in out.splitlines()[2:5]] == [
+        ["0", "COMPLETED"], ["1", "TIMEOUT"], ["2", "NOT_STARTED"]]  # fmt: skip
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    manifests = [json.loads((r / "manifest.json").read_text()) for r in runs]
+    assert [m.get("exit_code") for m in manifests] == [0, 143, None]
+    (err,) = sweep_dir.glob(f"*.e{job_id.split('.')[0]}")
+    line = re.search(r"=>> PBS: job killed: walltime \d+ exceeded limit 6", err.read_text())
+    assert line, err.read_text()
+    assert manifests[1]["note"] == f"PBS's walltime: its stderr says {line.group(0)!r}"
+    assert attributes(job_id) is None
+
+
+# ---- a submission the server refuses for its user ----------------------------------------------
+def test_55_twin_qsub_as_root_bad_uid_is_relayed_and_status_says_never_submitted(
+    tmp_path, monkeypatch, isolated_runs, capsys
+):
+    """Row 55: a real OpenPBS server refuses root's jobs: `qsub: Bad UID for job execution`,
+    exit 175 (the twin refuses this test's own user, as it may run as root). The kit relays
+    it; status says "never submitted: qsub refused it (exit 175)"; each try keeps its own
+    run directory, with what it wrote."""
+    twin = build(tmp_path, monkeypatch, history=True, refused_uids=(os.getuid(),))
+    capsys.readouterr()
+    argv = ["submit", "--system", "pbshost", "--backend", "pbs", "--ranks-per-node", "1",
+            "--walltime", "00:05:00", "--binding", "none", "--", "true"]  # fmt: skip
+    for _ in range(2):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("hpcprof-kit submit: qsub -o ") and err.endswith(
+            " job.sh failed (exit 175) while trying to submit to PBS: qsub: Bad UID for job "
+            "execution"
+        )
+    runs = sorted(p for p in isolated_runs.iterdir() if p.is_dir())
+    assert len(runs) == 2
+    for run in runs:
+        assert (run / "job.sh").exists() and (run / "spec.json").exists()
+        assert main(["status", str(run)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[:3] == ["FAILED  never submitted: qsub refused it (exit 175)", "qsub said:",
+                             "  qsub: Bad UID for job execution"]  # fmt: skip
+    assert [(e["ok"], e["exit"]) for e in twin.events("qsub")] == [(False, 175)] * 2
+    done = subprocess.run(["qsub", "-l", "walltime=00:05:00", "-l", "select=1:ncpus=2",
+                           str(runs[0] / "job.sh")], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (175, "qsub: Bad UID for job execution")

@@ -286,10 +286,39 @@ def test_history_off_deleted_subjobs_after_the_array_ended(server, tmp_path):
     ran = variant(tmp_path, 0, "58[0].pbshost", "58[].pbshost", record=TERM_RECORD)
     queued = variant(tmp_path, 1, "58[1].pbshost", "58[].pbshost")
     done = variant(tmp_path, 2, "58[2].pbshost", "58[].pbshost", record={"exit_code": 0})
-    assert state(ran) == ("FAILED", 143, UNKNOWN_CAUSE)  # cases.md row 37
+    # a later variant ran: nothing says the array was deleted (qdel 'N[1]' alone, say)
+    assert state(ran) == ("FAILED", 143, UNKNOWN_CAUSE)
     got, _, note = state(queued)
     assert got == "NOT_STARTED" and "no longer knows" in note
     assert state(done)[:2] == ("COMPLETED", 0)
+
+
+def test_history_off_an_array_ended_before_its_last_variants_started_was_deleted(server,
+                                                                                tmp_path):  # fmt: skip
+    """cases.md row 37: `qdel 'N[]'` while 0 had finished, 1 ran (its trap: 143 / 15), 2 and
+    3 were queued; the server then forgot them all. Only a deletion of the array ends it
+    before 2 and 3 start: CANCELLED 143, the note says so."""
+    server("off")
+    done = variant(tmp_path, 0, "59[0].pbshost", "59[].pbshost", record={"exit_code": 0})
+    ran = variant(tmp_path, 1, "59[1].pbshost", "59[].pbshost", record=TERM_RECORD)
+    queued = [variant(tmp_path, i, f"59[{i}].pbshost", "59[].pbshost") for i in (2, 3)]
+    got, code, note = state(ran)
+    assert (got, code) == ("CANCELLED", 143)
+    assert note.startswith("deleted (qdel) with its array while it ran: ")
+    assert "but the array ended before variants 2, 3 ever started" in note
+    assert [state(q)[0] for q in queued] == ["NOT_STARTED"] * 2
+    assert state(done)[:2] == ("COMPLETED", 0)
+
+
+def test_history_off_variants_the_kit_cancelled_before_they_ran_show_no_deletion(server,
+                                                                                tmp_path):  # fmt: skip
+    """The kit cancelled 2 and 3 while queued; 1 then ended 143 and the array with it: no
+    sign of a deletion of the array, so the cause stays unknown."""
+    server("off")
+    ran = variant(tmp_path, 1, "60[1].pbshost", "60[].pbshost", record=TERM_RECORD)
+    for i in (2, 3):
+        kit_cancel(variant(tmp_path, i, f"60[{i}].pbshost", "60[].pbshost"), f"60[{i}].pbshost")
+    assert state(ran) == ("FAILED", 143, UNKNOWN_CAUSE)
 
 
 def state_of_plain(run: Path, job_id: str) -> tuple[str, int | None, str]:

@@ -77,6 +77,8 @@ def qsub(twin: Twin, args: list[str]) -> int:
         script = Path(rest[0]).resolve()
         parse_directives(script.read_text(), req)
         parse_options(args, req)  # the command line wins over the directives
+        if os.getuid() in twin.config.get("refused_uids", ()):  # as a real server refuses root
+            raise Refused("qsub: Bad UID for job execution")
         check_request(twin, record, req)
     except Refused as exc:
         print(str(exc), file=sys.stderr)
@@ -273,10 +275,11 @@ def _as_shown(twin: Twin, job: dict, history: bool) -> dict | None:
 
 
 def _queued_subjob(twin: Twin, job_id: str, history: bool = True) -> dict | None:
-    """A subjob that has not run: PBS shows the parent's values for it. One deleted while
-    queued reads ``X`` with no ``Exit_status`` while its array lives, and ``F``,
-    ``Exit_status`` 0, substate 92 once the array has ended (it never ran); without job
-    history it reads ``X``, ``Exit_status`` 1, then is forgotten."""
+    """A subjob that has not run: PBS shows the parent's values for it (while the array is
+    queued, its comment: each subjob of an array no node can hold reads "Can Never Run").
+    One deleted while queued reads ``X`` with no ``Exit_status`` while its array lives, and
+    ``F``, ``Exit_status`` 0, substate 92 once the array has ended (it never ran); without
+    job history it reads ``X``, ``Exit_status`` 1, then is forgotten."""
     parent, index = _parent_of(twin, job_id)
     if parent is None:
         return None
@@ -295,8 +298,9 @@ def _queued_subjob(twin: Twin, job_id: str, history: bool = True) -> dict | None
             sub.update(job_state="X", substate=70)
     elif ended:  # the array was deleted before this subjob's turn
         sub.update(job_state="F", substate=DELETED)
-    else:
-        sub.update(job_state="Q", comment="")
+    else:  # while no subjob has begun, the scheduler's word on the array ("Can Never Run")
+        sub.update(job_state="Q", comment=parent.get("comment", "") if parent["job_state"] == "Q"
+                   else "")  # fmt: skip
     return sub
 
 

@@ -41,6 +41,7 @@ QSUB_EXITS = {
     "Illegal attribute or resource value": 187,
     "Queue is not enabled": 173,
     "per-user limit": 38,
+    "Bad UID for job execution": 175,
 }
 
 

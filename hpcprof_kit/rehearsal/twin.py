@@ -328,6 +328,7 @@ def build_generic(
     kill_grace_s: float = 10.0,
     stage_delay_s: float = 0.0,
     exclusive_nodes: bool = False,
+    refused_uids: tuple[int, ...] = (),
 ) -> Twin:
     """Build a twin of a small generic PBS cluster under ``root`` (which must not exist yet).
 
@@ -339,8 +340,11 @@ def build_generic(
     real Hydra ``mpiexec`` starts the ranks; ``stage_delay_s``: how long an ended job shows
     its start's comment and no output files before PBS stages them (see ``run_job``);
     ``exclusive_nodes``: each job takes the node whole, so a second one waits ("Not Running:
-    Not enough free nodes available") while another runs. Its ``qstat -Qf``, ``pbsnodes -av`` and
-    ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site init`` can write its record.
+    Not enough free nodes available") while another runs; ``refused_uids``: the users whose
+    jobs its qsub refuses, "Bad UID for job execution" (exit 175), as a real OpenPBS server
+    refuses root's (none by default: the tests may run as root). Its ``qstat -Qf``,
+    ``pbsnodes -av`` and ``qmgr -c 'p s'`` answer as OpenPBS does, so ``hpcprof-kit site
+    init`` can write its record.
     The user's environment (a venv with the kit) lies in the twin's ``HOME``.
     """
     import socket
@@ -362,7 +366,7 @@ def build_generic(
         "kit_python": sys.executable, "hydra": hydra, "site_python": "",
         "kit_venv": str(kit_venv), "hosts": [socket.gethostname()], "modules": [],
         "reservations": {}, "job_history": job_history, "kill_grace_s": kill_grace_s,
-        "stage_delay_s": stage_delay_s, "interactive": None,
+        "stage_delay_s": stage_delay_s, "interactive": None, "refused_uids": list(refused_uids),
         "server": {"name": name, "default_queue": default_queue or next(iter(queues)),
                    "queues": queues, "cores": cores, "job_history": job_history,
                    "resources": [], "exclusive_nodes": exclusive_nodes},

@@ -272,7 +272,7 @@ class PbsBackend:
         else:
             answer = state_from_attributes(attrs, cancelled)
         # Read after the answer: a job the server calls ended wrote its record before that.
-        judged = judge_run(run_dir, answer)
+        judged = judge_run(run_dir, answer, forgotten=attrs is None)
         return replace(judged, comment=answer.comment)
 
     def cancel(self, run_dir: Path, job_id: str, whole_job: bool = False) -> None:

@@ -16,8 +16,11 @@ The server's word is not always about this run (OpenPBS 23.06, seen on a real se
 So a variant's record decides (exit 0: COMPLETED; 1-128 without a signal: FAILED with its
 code); a record of a signal (143 / 15) asks the server, then PBS's stderr line, then the
 kit's accepted cancel; where none of them can say (history off), a SIGTERM is FAILED with a
-note that names the causes it could have had and that PBS kept no record; a variant with no record and no output never started: NOT_STARTED, which a
-sweep's ``--resume`` runs again.
+note that names the causes it could have had and that PBS kept no record, unless the array (or
+the job running the variants in turn) is gone while later variants of it never started: only
+a deletion of the whole array (or job) does that, so it is CANCELLED (a walltime or the
+program's own exit ends one variant, not the ones queued after it); a variant with no record
+and no output never started: NOT_STARTED, which a sweep's ``--resume`` runs again.
 
 >>> ended = Status("CANCELLED", 1, (), "deleted (qdel)", "Subjob finished")
 >>> settle(JobEnd(0), ended, Evidence(variant=True)).state  # qdel 'N[]' rewrote it
@@ -27,6 +30,10 @@ sweep's ``--resume`` runs again.
 >>> settle(JobEnd(143, signal=15), Status("ENDED"),
 ...        Evidence(walltime_line="=>> PBS: job killed: walltime 37 exceeded limit 25")).state
 'TIMEOUT'
+>>> settle(JobEnd(143, signal=15), Status("ENDED"), Evidence(variant=True)).state
+'FAILED'
+>>> settle(JobEnd(143, signal=15), Status("ENDED"), Evidence(variant=True, dropped=(2, 3))).state
+'CANCELLED'
 """
 
 from __future__ import annotations
@@ -69,6 +76,9 @@ class Evidence:
     variant: bool = False  # a sweep variant (an array subjob, or a turn of a shared job)
     in_turn: bool = False  # shares one job with other variants
     walltime_line: str = ""  # PBS's own line, where the job's stderr holds it
+    # the variants of its array (or shared job) that never started, after the last one that
+    # did (the kit's own cancels apart), once the server has forgotten the job
+    dropped: tuple[int, ...] = ()
 
 
 def read_manifest(run_dir: Path) -> dict:
@@ -145,6 +155,55 @@ def gather(run_dir: Path, record: JobEnd | None) -> Evidence:
     )
 
 
+def dropped_variants(run_dir: Path) -> tuple[int, ...]:
+    """The variants of the run's array (or of the job running them in turn) that never
+    started, after the last one that did; those the kit cancelled or skipped are left out.
+    PBS starts an array's subjobs in index order (a shared job its variants in turn), so once
+    the array has ended such variants were dropped by a deletion of the whole array (a
+    variant deleted alone while queued lies before one that ran after it)."""
+    manifest = read_manifest(run_dir)
+    sweep, parent = manifest.get("sweep"), manifest.get("array_job_id")
+    if not sweep or not parent:
+        return ()
+    started, never = [], []
+    for path in Path(sweep).iterdir():
+        data = read_manifest(path)
+        if data.get("array_job_id") != parent or "sweep_index" not in data:
+            continue
+        index, turn = int(data["sweep_index"]), turn_of(path)
+        if read_job_end(path) is not None or turn == "started" or (path / "stdout").exists():
+            started.append(index)
+        elif turn != "skipped" and not cancel_accepted(path):
+            never.append(index)
+    last = max(started, default=-1)
+    return tuple(sorted(i for i in never if i > last))
+
+
+def deleted_with_its_job(ev: Evidence) -> str:
+    """The note of a SIGTERM that the end of its array (or shared job) before later variants
+    started shows to be a deletion of the whole, where PBS kept no record of it.
+
+    >>> print(deleted_with_its_job(Evidence(variant=True, dropped=(2, 3))))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    deleted (qdel) with its array while it ran: job_end.json: killed by signal 15 (SIGTERM);
+    PBS kept no record of it (no job history), but the array ended before variants 2, 3 ever
+    started, which only a deletion of the array does (a walltime or the program's own exit
+    ends one subjob, not the ones queued after it)
+    """
+    names = ", ".join(map(str, ev.dropped))
+    which = f"variant{'s' if len(ev.dropped) > 1 else ''} {names}"
+    if ev.in_turn:
+        head, whole = "deleted (qdel) with the job running it in turn", "the job"
+        why = ("the program's own exit leaves the later variants to run, and the walltime "
+               "leaves its line in the job's stderr")  # fmt: skip
+    else:
+        head, whole = "deleted (qdel) with its array while it ran", "the array"
+        why = "a walltime or the program's own exit ends one subjob, not the ones queued after it"
+    return (f"{head}: {JOB_END}: {signal_note(SIGTERM)}; PBS kept no record of it (no job "
+            f"history), but {whole} ended before {which} ever started, which only a deletion "
+            f"of {whole} does ({why})")  # fmt: skip
+
+
 def settle(record: JobEnd | None, answer: Status, ev: Evidence) -> Status:
     """One state from the run's own record, the server's answer and the evidence."""
     if record is None and ev.skipped:
@@ -210,6 +269,8 @@ def _by_signal(record: JobEnd, answer: Status, ev: Evidence) -> Status:
     if ev.cancelled:
         return Status("CANCELLED", record.exit_code, answer.hosts,
                       f"cancelled by the kit (qdel); {JOB_END}: {signal_note(sig)}")  # fmt: skip
+    if sig == SIGTERM and ev.dropped:
+        return Status("CANCELLED", record.exit_code, answer.hosts, deleted_with_its_job(ev))
     if sig == SIGTERM:
         return Status("FAILED", record.exit_code, answer.hosts, sigterm_unknown_cause(record))
     return judge(record, Status(ENDED, hosts=answer.hosts, note=answer.note), ev.cancelled)
@@ -255,7 +316,12 @@ def _walltime_note(ev: Evidence) -> str:
     return f"PBS's walltime: its stderr says {ev.walltime_line!r}"
 
 
-def judge_run(run_dir: Path, answer: Status) -> Status:
-    """:func:`settle` with the record and evidence read from the run directory now."""
+def judge_run(run_dir: Path, answer: Status, forgotten: bool = False) -> Status:
+    """:func:`settle` with the record and evidence read from the run directory now;
+    ``forgotten``: the server no longer knows the job (with a variant's, its whole array or
+    shared job has ended), so the variants it never started are evidence too."""
     record = read_job_end(run_dir)
-    return settle(record, answer, gather(run_dir, record))
+    ev = gather(run_dir, record)
+    if forgotten and ev.variant and record is not None and record.killed_by == SIGTERM:
+        ev = replace(ev, dropped=dropped_variants(run_dir))
+    return settle(record, answer, ev)
