@@ -141,18 +141,18 @@ def _sizes(df: pd.DataFrame) -> dict[int, tuple[str, int]]:
 
 
 def _exposed(df, frame, rank, ts, end, device) -> np.ndarray:
-    """Each collective kernel's time that no compute kernel of its rank overlapped."""
+    """Each collective kernel's time that no compute kernel of its rank overlapped: every
+    rank in a block of time of its own, so one union and one measure serve them all."""
     compute = np.flatnonzero(text_test(df["track"], lambda s: s == "gpu") & (device >= 0))
-    compute = compute[np.argsort(rank[compute], kind="stable")]  # by rank: one sort, no mask
-    ranks = rank[compute]
-    out = np.zeros(len(frame), dtype=np.int64)
     mine_rank = frame["rank"].to_numpy(dtype=np.int64)
     start = frame["ts_ns"].to_numpy(dtype=np.int64)
     stop = start + frame["dur_ns"].to_numpy(dtype=np.int64)
-    for r in np.unique(mine_rank):
-        mine = mine_rank == r
-        rows = compute[np.searchsorted(ranks, r) : np.searchsorted(ranks, r, side="right")]
-        s, e = iv.union(ts[rows], end[rows])
-        lo, hi = start[mine], stop[mine]
-        out[mine] = (hi - lo) - iv.measure_each(s, e, lo, hi)
-    return out
+    if not compute.size or not start.size:
+        return stop - start
+    ranks = np.unique(np.concatenate([rank[compute], mine_rank]))
+    base = min(int(ts[compute].min()), int(start.min()))
+    span = max(int(end[compute].max()), int(stop.max())) - base + 1
+    shift = np.searchsorted(ranks, rank[compute]) * span - base
+    own = np.searchsorted(ranks, mine_rank) * span - base
+    s, e = iv.union(ts[compute] + shift, end[compute] + shift)
+    return (stop - start) - iv.measure_each(s, e, start + own, stop + own)
