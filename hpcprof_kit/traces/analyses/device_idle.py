@@ -355,34 +355,28 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
         )
     names = _names(df["name"], np.concatenate([calls, events]))
     prev_end = _previous_end(rank, df["device"].to_numpy().astype(np.int64), stream, start, end)
-    host = pd.DataFrame(
-        {
-            "rank": rank[calls],
-            "corr": corr[calls],
-            "launch": names[calls],
-            "launch_ts_ns": start[calls],
-            "cpu_duration_ns": end[calls] - start[calls],
-        }
-    )
-    dev = pd.DataFrame(
-        {
-            "rank": rank[events],
-            "corr": corr[events],
-            "kernel": names[events],
-            "device": df["device"].to_numpy()[events].astype(np.int64),
-            "stream": stream[events],
-            "_start": start[events],
-            "gpu_duration_ns": end[events] - start[events],
-            "_prev_end": prev_end[events],
-        }
-    )
-    out = host.merge(dev, on=["rank", "corr"], how="inner")
-    if out.empty:
+    call, event = _pairs(rank, corr, calls, events)
+    if not call.size:
         raise TraceFormatError(
             f"none of the {calls.size} launch calls has a device event with its correlation "
             f"id in HTA {HTA_VERSION}'s window; record the run with the device's activity "
             "and correlation ids (a trace whose kernels lack args.correlation cannot be paired)"
         )
+    out = pd.DataFrame(
+        {
+            "rank": rank[call],
+            "corr": corr[call],
+            "launch": names[call],
+            "launch_ts_ns": start[call],
+            "cpu_duration_ns": end[call] - start[call],
+            "kernel": names[event],
+            "device": df["device"].to_numpy()[event].astype(np.int64),
+            "stream": stream[event],
+            "_start": start[event],
+            "gpu_duration_ns": end[event] - start[event],
+            "_prev_end": prev_end[event],
+        }
+    )
     out["start_delay_ns"] = out["_start"] - out["launch_ts_ns"]
     out["launch_delay_ns"] = (out["start_delay_ns"] - out["cpu_duration_ns"]).clip(lower=0)
     # the part of the wait spent behind earlier work on the stream: the queue, not the launch
@@ -397,6 +391,21 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
     out = out.astype({"rank": "int64", "corr": "int64"})
     out.attrs["skipped"] = _skipped(rank, out["rank"].to_numpy(), "no paired launch")
     return out
+
+
+def _pairs(rank, corr, calls: np.ndarray, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each (call, device event) of the same rank and correlation id, as row positions: a
+    call with several events (a graph launch) once with each, calls in their order and each
+    one's events in theirs (an inner join of the two by rank and correlation)."""
+    key = (rank << 40) | (corr & ((1 << 40) - 1))
+    by_key = events[np.argsort(key[events], kind="stable")]
+    keys = key[by_key]
+    lo = np.searchsorted(keys, key[calls], side="left")
+    n = np.searchsorted(keys, key[calls], side="right") - lo
+    call = np.repeat(calls, n)
+    first = np.repeat(lo, n)
+    nth = np.arange(call.size) - np.repeat(np.cumsum(n) - n, n)
+    return call, by_key[first + nth]
 
 
 def _names(column: pd.Series, rows: np.ndarray) -> np.ndarray:
