@@ -258,8 +258,13 @@ def _top_ops(w, cause, name, length, kinds, cells) -> list[str]:
     # one key per (cell, cause, op), summed in C; ops by their alphabetical rank
     alpha = alphabetical[name]
     key = (w.astype(np.int64) * len(CAUSES) + cause) * max(len(kinds), 1) + alpha
-    keys, which = np.unique(key, return_inverse=True)
-    total = np.bincount(which.reshape(-1), weights=length).astype(np.int64)
+    if (int(w.max()) + 1) * len(CAUSES) * max(len(kinds), 1) <= max(4 * key.size, 1 << 20):
+        sums = np.bincount(key, weights=length)  # few ops' names: every key has its slot
+        keys = np.flatnonzero(sums)  # every moment lasts > 0 ns: a key met is a key summed
+        total = sums[keys].astype(np.int64)
+    else:
+        keys, which = np.unique(key, return_inverse=True)
+        total = np.bincount(which.reshape(-1), weights=length).astype(np.int64)
     k_alpha = keys % max(len(kinds), 1)
     k_cause = keys // max(len(kinds), 1) % len(CAUSES)
     k_w = keys // (max(len(kinds), 1) * len(CAUSES))
