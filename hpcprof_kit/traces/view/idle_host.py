@@ -55,6 +55,7 @@ COLUMNS = ["rank", "step", *NUMERIC, "idle_host_ops"]
 BUSY_TRACKS = ("gpu", "comm", "memcpy", "memset")
 HOST_TRACKS = ("cpu", "runtime")
 TOP_OPS = 5  # innermost ops' names kept per rank and step
+BATCH_OPS = 25_000  # launching-thread ops in one pass (its arrays a few MB each)
 # torch.optim's own range around each step: "Optimizer.step#AdamW.step"
 OPTIMIZER = re.compile(r"^Optimizer\.step#")
 # the runtimes' kernel launches and graph launches
@@ -73,58 +74,77 @@ def idle_host(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     df = bare(df)
-    rank = df["rank"].to_numpy(dtype=np.int64)
-    device = df["device"].to_numpy(dtype=np.int64)
+    rank = df["rank"].to_numpy()  # the table's own arrays, no copies: a run has many rows
+    device = df["device"].to_numpy()
     busy = text_test(df["track"], lambda s: s.isin(BUSY_TRACKS)) & (device >= 0)
     if not busy.any():
         return pd.DataFrame(columns=COLUMNS)
     ts = df["ts_ns"].to_numpy(dtype=np.int64)
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)
-    host = text_test(df["track"], lambda s: s.isin(HOST_TRACKS)) & (device < 0) & (end > ts)
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    host = text_test(df["track"], lambda s: s.isin(HOST_TRACKS)) & (device < 0) & (dur > 0)
     host &= ~text_test(df["name"], lambda s: s.str.startswith("ProfilerStep#"))
     runtime = text_test(df["track"], lambda s: s == "runtime") & (device < 0)
     tid = df["tid"]
     tid = tid.cat.codes.to_numpy() if hasattr(tid, "cat") else pd.factorize(tid)[0]
     codes, labels = _codes(df["name"])
     # every rank in a block of time of its own, every launching thread in one of its own:
-    # one pass over the run, not one per rank
-    base, span = int(ts.min()), int(max(end.max(), ts.max()) - ts.min()) + 1
+    # one pass over a batch of ranks, not one per rank; batches keep the pass's arrays small
+    base, span = int(ts.min()), int(max((ts + dur).max(), ts.max()) - ts.min()) + 1
     spans = step_spans(df)
     on = np.flatnonzero(busy)
-    ranks = np.unique(rank[on])
-    spans = spans[np.isin(spans["rank"].to_numpy(), ranks)]
-    block = np.searchsorted(ranks, rank)  # a rank's block (valid for the kept rows)
+    ranks = np.unique(rank[on]).astype(np.int64)
+    ops = np.flatnonzero(host & np.isin(rank, ranks))
+    ops = ops[_launching(rank[ops], tid[ops], runtime[ops])]
+    frames = []
+    for batch in _batches(ranks, rank[ops]):
+        mine = spans[np.isin(spans["rank"].to_numpy(), batch)]
+        rows = (on[np.isin(rank[on], batch)], ops[np.isin(rank[ops], batch)])
+        frames.append(_batch(batch, mine, rows, rank, tid, ts, dur, codes, labels, base, span))
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
+def _batches(ranks: np.ndarray, op_rank: np.ndarray) -> list[np.ndarray]:
+    """The ranks in batches of about :data:`BATCH_OPS` launching-thread ops each."""
+    per = np.bincount(np.searchsorted(ranks, op_rank), minlength=ranks.size)
+    cut = np.flatnonzero(np.diff(np.cumsum(per) // BATCH_OPS)) + 1
+    return np.split(ranks, cut)
+
+
+def _batch(ranks, spans, rows, rank, tid, ts, dur, codes, labels, base, span) -> pd.DataFrame:
+    """:func:`_cells` of one batch of ranks: their windows (a rank without steps: its
+    steady state alone, from its first device event) and their device's busy time, each
+    rank in its block of time."""
+    on, ops = rows
+    block = np.searchsorted(ranks, rank[on])
     first_busy = np.full(ranks.size, np.iinfo(np.int64).max)
-    np.minimum.at(first_busy, block[on], ts[on])
+    np.minimum.at(first_busy, block, ts[on])
     w_rank = np.searchsorted(ranks, spans["rank"].to_numpy(dtype=np.int64))
     w_step = spans["step"].to_numpy(dtype=np.int64)
     w_start = spans["start_ns"].to_numpy(dtype=np.int64)
     stepless = np.ones(ranks.size, dtype=bool)
     stepless[w_rank[w_step >= 0]] = False
-    # a rank without steps: its steady state alone, from its first device event
     w_start = np.where(stepless[w_rank], np.maximum(w_start, first_busy[w_rank]), w_start)
     shift = (w_rank * span) - base
     w_start, w_stop = w_start + shift, spans["end_ns"].to_numpy(dtype=np.int64) + shift
     order = np.argsort(w_start, kind="stable")
     w_rank, w_step, w_start, w_stop = (x[order] for x in (w_rank, w_step, w_start, w_stop))
-    b_start, b_end = iv.union(ts[on] - base + block[on] * span, end[on] - base + block[on] * span)
-    ops = np.flatnonzero(host & np.isin(rank, ranks))
-    ops = ops[_launching(rank[ops], tid[ops], runtime[ops])]
+    b_start = ts[on] - base + block * span
+    b_start, b_end = iv.union(b_start, b_start + dur[on])
+    o_block = np.searchsorted(ranks, rank[ops])
     return _cells(ranks, span, base, (w_rank, w_step, w_start, w_stop), (b_start, b_end), ops,
-                  block, rank, tid, ts, end, codes, labels)  # fmt: skip
+                  o_block, tid, ts, dur, codes, labels)  # fmt: skip
 
 
 def _codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """A text column as integer codes and the text of each code (-1, missing: "nan")."""
+    """A text column as integer codes (the table's own, -1: missing) and the text of each
+    code, the last one "nan" for the missing."""
     import pandas as pd
 
     if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy().astype(np.int64)
-        labels = [str(c) for c in column.cat.categories]
-    else:
-        codes, uniques = pd.factorize(column.astype(str))
-        labels = [str(c) for c in uniques]
-    return np.where(codes < 0, len(labels), codes), [*labels, "nan"]
+        return column.cat.codes.to_numpy(), [*(str(c) for c in column.cat.categories), "nan"]
+    codes, uniques = pd.factorize(column.astype(str))
+    return codes, [*(str(c) for c in uniques), "nan"]
 
 
 def _launching(rank: np.ndarray, tid: np.ndarray, runtime: np.ndarray) -> np.ndarray:
@@ -149,7 +169,7 @@ def _launching(rank: np.ndarray, tid: np.ndarray, runtime: np.ndarray) -> np.nda
     return keep[which]
 
 
-def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, codes,
+def _cells(ranks, span, base, windows, busy, ops, o_block, tid, ts, dur, codes,
            labels) -> pd.DataFrame:  # fmt: skip
     """Each window's idle split by cause and innermost op. Of a rank's launching threads,
     each moment goes to the thread that began an op last, the one at work, and to its
@@ -160,8 +180,9 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
 
     w_rank, w_step, w_start, w_stop = windows
     b_start, b_end = busy
-    shift = block[ops] * span - base  # the ops in their rank's block
-    o_ts, o_end = ts[ops] + shift, end[ops] + shift
+    shift = o_block * span - base  # the ops in their rank's block
+    o_ts = ts[ops] + shift
+    o_end = o_ts + dur[ops]
     # every moment the innermost op, the device's state or the window can change
     cuts = np.sort(np.concatenate([o_ts, o_end, b_start, b_end, w_start, w_stop]))
     cuts = cuts[np.append(True, cuts[1:] != cuts[:-1])]  # distinct (a sort: np.unique hashes)
@@ -174,7 +195,7 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
     if not at.size:
         return pd.DataFrame(columns=COLUMNS)
     # each (rank, thread) in a block of its own; each moment asked of each of its rank's threads
-    thread_key = block[ops] * (int(tid.max(initial=0)) + 1) + tid[ops]
+    thread_key = o_block * (int(tid.max(initial=0)) + 1) + tid[ops]
     threads, t_of = np.unique(thread_key, return_inverse=True)
     t_rank = threads // (int(tid.max(initial=0)) + 1)
     t_shift = np.arange(threads.size) * span - t_rank * span  # rank block -> thread block
@@ -196,7 +217,9 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
         chosen = _busiest_thread(at, reps, first_thread, t_shift, q_ts, q_end, q_thread, chosen)
     inner = np.where(chosen >= 0, order[np.maximum(chosen, 0)], -1)  # a position in ops
     traced = inner >= 0
-    distinct, code = np.unique(codes[ops], return_inverse=True)
+    op_codes = codes[ops].astype(np.int64)
+    distinct, code = np.unique(np.where(op_codes < 0, len(labels) - 1, op_codes),
+                               return_inverse=True)  # fmt: skip
     kinds = [labels[c] for c in distinct.tolist()]
     name = np.where(traced, code[np.maximum(inner, 0)] if code.size else 0, -1)
     cause = np.where(traced, CAUSES.index("ops"), CAUSES.index("untraced"))
@@ -205,7 +228,7 @@ def _cells(ranks, span, base, windows, busy, ops, block, rank, tid, ts, end, cod
         cause[said[name]] = CAUSES.index(c)  # name -1 (none) takes the last slot
     launch = cause == CAUSES.index("launch")
     held = ops[np.maximum(inner, 0)] if ops.size else inner
-    long = launch & ((end[held] - ts[held]) >= FIRST_LAUNCH_NS) if ops.size else launch
+    long = launch & (dur[held] >= FIRST_LAUNCH_NS) if ops.size else launch
     cause[long] = CAUSES.index("first_launch")
     for c, pattern in (("optimizer", OPTIMIZER), ("loader", N.LOADER)):
         said = np.array([bool(pattern.search(k)) for k in kinds], dtype=bool)
