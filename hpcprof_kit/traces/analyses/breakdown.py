@@ -28,6 +28,7 @@ import numpy as np
 
 from hpcprof_kit.errors import SpecError, TraceFormatError
 from hpcprof_kit.traces.analyses import intervals as iv
+from hpcprof_kit.traces.table.distinct import distinct
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -161,10 +162,9 @@ def step_spans(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _event_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The per-event arrays the interval sets are made of, computed once for the whole table."""
-    import pandas as pd
-
+def _event_columns(df: pd.DataFrame, threads: bool = True) -> dict[str, np.ndarray]:
+    """The per-event arrays the interval sets are made of, computed once for the whole table
+    (with each row's thread, :func:`_threads`, unless ``threads`` is False)."""
     track = df["track"]
     device = df["device"].to_numpy() if "device" in df else np.full(len(df), -1)
     is_comm = _in(track, ("comm",))
@@ -190,12 +190,20 @@ def _event_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
     blocking = df["name"].iloc[rows].astype(str).str.match(r"(?:gloo|mpi):")
     cols["host_blocking_comm"] = np.zeros(len(df), dtype=bool)
     cols["host_blocking_comm"][rows[blocking.to_numpy(dtype=bool)]] = True
-    # CPU-only ranks split their host work by thread; a row without pid or tid (code -1) has
-    # no thread, and like a pandas groupby the split leaves it out
+    if threads:
+        cols["thread"] = _threads(df)
+    return cols
+
+
+def _threads(df: pd.DataFrame) -> np.ndarray:
+    """Each row's thread as a number: CPU-only ranks split their host work by thread; a row
+    without pid or tid (code -1) has no thread, and like a pandas groupby the split leaves
+    it out (-1)."""
+    import pandas as pd
+
     pid, tid = (pd.factorize(df[c])[0].astype(np.int64) for c in ("pid", "tid"))
     thread = pid * (int(tid.max(initial=0)) + 1) + tid
-    cols["thread"] = np.where((pid < 0) | (tid < 0), -1, thread)
-    return cols
+    return np.where((pid < 0) | (tid < 0), -1, thread)
 
 
 def _sets(c: dict[str, np.ndarray]) -> tuple[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
@@ -290,9 +298,9 @@ def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["rank", "step", "start_ns", "wall_ns", *(f"{p}_ns" for p in PARTS), "kind", "span"]
     if spans.empty:
         return pd.DataFrame([], columns=cols)
-    events = _event_columns(df)
-    order, ranks, bounds = rank_groups(df["rank"].to_numpy())
-    events = {k: v[order] for k, v in events.items()}  # each rank's rows are now one slice
+    events = _event_columns(df, threads=False)
+    rank = df["rank"].to_numpy()
+    ranks = distinct(rank).astype(np.int64)
     span_rank = spans["rank"].to_numpy()
     first = np.searchsorted(span_rank, ranks, side="left")
     last = np.searchsorted(span_rank, ranks, side="right")
@@ -300,34 +308,38 @@ def step_breakdown(df: pd.DataFrame) -> pd.DataFrame:
     end = spans["end_ns"].to_numpy(dtype=np.int64)
     parts = np.zeros((len(PARTS), len(spans)), dtype=np.int64)
     kinds = np.empty(len(spans), dtype=object)
-    block = np.repeat(np.arange(ranks.size), np.diff(bounds))  # each row's rank, by position
-    on_device = np.bincount(block[events["on_device"]], minlength=ranks.size) > 0
-    device_comm = np.bincount(block[events["device_comm"]], minlength=ranks.size) > 0
-    # the ranks with device events at once: each in a block of time of its own
-    mine = on_device[block]
+    on_device = np.isin(ranks, distinct(rank[events["on_device"]]))
     windows = np.repeat(on_device, last - first)  # spans are sorted by rank, as ranks are
-    if mine.any():
+    if on_device.any():  # the ranks with device events at once, each in its block of time
         base = min(int(events["start"].min()), int(start.min()))
         span = max(int(events["end"].max()), int(end.max())) - base + 1
-        shift = block * span - base
+        device_comm = np.isin(ranks, distinct(rank[events["device_comm"]]))
         w_shift = (np.searchsorted(ranks, span_rank) * span - base)[windows]
-        comm = np.where(device_comm[block], events["device_comm"], events["host_blocking_comm"])
 
         def spans_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            rows = mask & mine
-            return iv.union(events["start"][rows] + shift[rows], events["end"][rows] + shift[rows])
+            rows = np.flatnonzero(mask)
+            at = np.searchsorted(ranks, rank[rows])
+            rows, at = rows[on_device[at]], at[on_device[at]]
+            shift = at * span - base
+            return iv.union(events["start"][rows] + shift, events["end"][rows] + shift)
 
+        # no collective on the device (gloo or MPI on a GPU): the host's blocking ones are it
+        comm = events["device_comm"] | (events["host_blocking_comm"] & ~np.isin(
+            rank, ranks[device_comm]))  # fmt: skip
         sets = {"comm": spans_of(comm), "compute": spans_of(events["gpu"]),
                 "memory": spans_of(events["memory"]), "host": spans_of(events["host"])}  # fmt: skip
         got = _parts(sets, _layers(sets), start[windows] + w_shift, end[windows] + w_shift)
         parts[:, windows] = np.array(got)
         kinds[windows] = "device"
-    for i in np.flatnonzero(~on_device):  # CPU-only ranks: their threads one by one
-        lo, hi = bounds[i], bounds[i + 1]
-        kind, sets = _sets({k: v[lo:hi] for k, v in events.items()})
-        a, b = first[i], last[i]
-        parts[:, a:b] = _parts(sets, _layers(sets), start[a:b], end[a:b])
-        kinds[a:b] = kind
+    if not on_device.all():  # CPU-only ranks: their threads one by one
+        events["thread"] = _threads(df)
+        order, _, bounds = rank_groups(rank)
+        for i in np.flatnonzero(~on_device):
+            rows = order[bounds[i] : bounds[i + 1]]
+            kind, sets = _sets({k: v[rows] for k, v in events.items()})
+            a, b = first[i], last[i]
+            parts[:, a:b] = _parts(sets, _layers(sets), start[a:b], end[a:b])
+            kinds[a:b] = kind
     out = pd.DataFrame({c: spans[c] for c in ("rank", "step", "start_ns", "wall_ns")})
     for p, values in zip(PARTS, parts, strict=True):
         out[f"{p}_ns"] = values
