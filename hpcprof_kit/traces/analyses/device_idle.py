@@ -362,33 +362,33 @@ def launch_stats(df: pd.DataFrame, *, microseconds: bool = False) -> pd.DataFram
             f"id in HTA {HTA_VERSION}'s window; record the run with the device's activity "
             "and correlation ids (a trace whose kernels lack args.correlation cannot be paired)"
         )
+    # in the table's order (rank, call start, correlation), each array put in it once
+    by = np.lexsort((corr[call], start[call], rank[call]))
+    call, event = call[by], event[by]
+    launch = names[call]
+    cpu = end[call] - start[call]
+    start_delay = start[event] - start[call]
+    # the part of the wait spent behind earlier work on the stream: the queue, not the launch
+    prev = prev_end[event]
+    behind = np.minimum(start[event], prev) - (start[call] + cpu)
     out = pd.DataFrame(
         {
-            "rank": rank[call],
-            "corr": corr[call],
-            "launch": names[call],
-            "launch_ts_ns": start[call],
-            "cpu_duration_ns": end[call] - start[call],
+            "rank": rank[call].astype(np.int64),
+            "corr": corr[call].astype(np.int64),
+            "launch": launch,
             "kernel": names[event],
+            "kind": pd.Series(launch).map(LAUNCH_NAMES).to_numpy(),
             "device": df["device"].to_numpy()[event].astype(np.int64),
             "stream": stream[event],
-            "_start": start[event],
+            "launch_ts_ns": start[call],
+            "cpu_duration_ns": cpu,
             "gpu_duration_ns": end[event] - start[event],
-            "_prev_end": prev_end[event],
+            "launch_delay_ns": np.maximum(start_delay - cpu, 0),
+            "start_delay_ns": start_delay,
+            "hta": pd.Series(launch).isin(HTA_LAUNCH_NAMES).to_numpy(),
+            "queue_ns": np.where(prev == _NONE, 0, np.maximum(behind, 0)).astype(np.int64),
         }
-    )
-    out["start_delay_ns"] = out["_start"] - out["launch_ts_ns"]
-    out["launch_delay_ns"] = (out["start_delay_ns"] - out["cpu_duration_ns"]).clip(lower=0)
-    # the part of the wait spent behind earlier work on the stream: the queue, not the launch
-    call_end = out["launch_ts_ns"] + out["cpu_duration_ns"]
-    prev = out["_prev_end"].to_numpy(dtype=np.int64)
-    behind = np.minimum(out["_start"].to_numpy(dtype=np.int64), prev) - call_end.to_numpy()
-    out["queue_ns"] = np.where(prev == _NONE, 0, np.maximum(behind, 0)).astype(np.int64)
-    out["kind"] = out["launch"].map(LAUNCH_NAMES)
-    out["hta"] = out["launch"].isin(HTA_LAUNCH_NAMES)
-    by = np.lexsort(tuple(out[c].to_numpy() for c in ("corr", "launch_ts_ns", "rank")))  # stable
-    out = out[LAUNCH_COLUMNS].take(by).reset_index(drop=True)
-    out = out.astype({"rank": "int64", "corr": "int64"})
+    )[LAUNCH_COLUMNS]
     out.attrs["skipped"] = _skipped(rank, out["rank"].to_numpy(), "no paired launch")
     return out
 
