@@ -99,16 +99,9 @@ def collective_kernels(table: pd.DataFrame, sizes: bool = True) -> pd.DataFrame:
             if nbytes[i] < 0:
                 nbytes[i] = next((sized[o][1] for o in around if sized.get(o, ("", -1))[1]
                                   >= 0), -1)  # fmt: skip
-    out = zip(
-        rank[kernels].tolist(),
-        step[kernels].tolist(),
-        label,
-        nbytes.tolist(),
-        ts[kernels].tolist(),
-        (end - ts)[kernels].tolist(),
-        strict=True,
-    )
-    frame = pd.DataFrame(out, columns=COLUMNS[:-1])
+    columns = (rank[kernels], step[kernels], np.asarray(label, dtype=object), nbytes,
+               ts[kernels], end[kernels] - ts[kernels])  # fmt: skip
+    frame = pd.DataFrame(dict(zip(COLUMNS[:-1], columns, strict=True)))
     frame["exposed_ns"] = _exposed(df, frame, rank, ts, end, device)
     return frame
 

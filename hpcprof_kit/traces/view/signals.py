@@ -384,8 +384,10 @@ def _collectives(table, meta, rank, step, dur, corr, track, dev, cargs):
         names, group = kernels["collective"].astype(str).to_numpy(object), np.full(rows.size, world)
     # the bus factor of the big ones alone: only they are read
     factor = np.ones(rows.size)
-    for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES):
-        factor[j] = N.bus_factor(str(names[j]), int(group[j]))
+    said: dict[tuple[str, int], float] = {}  # a few collectives and group sizes: each once
+    for j in np.flatnonzero(nbytes >= BIG_COLL_BYTES).tolist():
+        key = (str(names[j]), int(group[j]))
+        factor[j] = said[key] if key in said else said.setdefault(key, N.bus_factor(*key))
     sized, small, big = nbytes >= 0, (nbytes >= 0) & (nbytes < SMALL_COLL_BYTES), nbytes >= (
         BIG_COLL_BYTES)  # fmt: skip
     r, s, d = rank[rows], step[rows], dur[rows]
