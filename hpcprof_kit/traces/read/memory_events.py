@@ -225,10 +225,20 @@ def scanned(block: np.ndarray, keys: list[tuple]) -> dict[str, np.ndarray]:
 def finished(raw: dict[str, np.ndarray], base: Any) -> dict[str, np.ndarray]:
     """Raw columns (:func:`decoded`, :func:`scanned`) as :func:`file_memory_events` gives
     them: ts after ``base``, the device index and type."""
-    ts = raw["ts_ns"]
-    # torch >= 2.4 writes ts relative to baseTimeNanoseconds; the loader adds it back
+    return _finish(raw, _after_base(raw["ts_ns"], base))
+
+
+def _after_base(ts: np.ndarray, base: Any) -> np.ndarray:
+    """One file's ts: torch >= 2.4 writes them relative to baseTimeNanoseconds; the loader
+    adds it back."""
     if isinstance(base, int) and ts.size and int(ts.max()) < base:
-        ts = ts + base
+        return ts + base
+    return ts
+
+
+def _finish(raw: dict[str, np.ndarray], ts: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`finished` of raw columns whose ts are already after their file's base (the
+    columns of several files joined)."""
     kind = np.where(raw["has_device_type"], raw["device_type"], 0)  # none: host memory
     host = np.isin(kind, HOST_TYPES)
     device = np.where(host, -1, np.where(raw["has_device_id"], np.maximum(raw["device_id"], 0), 0))
@@ -324,11 +334,18 @@ def of_kept(args: dict[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
     return finished(raw, int(base[0]) if base.size else None)
 
 
-def _kept_columns(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
-    """The ``[memory]`` columns the loader kept of ``source``; None when it kept none (an
-    older cache copy, attrs that went through JSON and hold the summary alone)."""
+def _kept_raw(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
+    """The raw ``[memory]`` columns the loader kept of ``source``, their ts after the file's
+    base (:func:`_finish` makes them the table's); None when it kept none (an older cache
+    copy, attrs that went through JSON and hold the summary alone)."""
     args = rank_meta.get("event_args")
-    return of_kept(args.get(source) if hasattr(args, "by_file") else None)
+    args = args.get(source) if hasattr(args, "by_file") else None
+    if not args or KEPT_PREFIX + "base" not in args:
+        return None
+    raw = {k[len(KEPT_PREFIX) :]: v for k, v in args.items() if k.startswith(KEPT_PREFIX)}
+    base = raw.pop("base")
+    raw["ts_ns"] = _after_base(raw["ts_ns"], int(base[0]) if base.size else None)
+    return raw
 
 
 def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:
@@ -342,7 +359,8 @@ def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
     """The ``[memory]`` events of the ``wanted`` ranks' files, one row each, in file order."""
     import pandas as pd
 
-    parts: dict[str, list[np.ndarray]] = {}
+    kept: list[dict[str, np.ndarray]] = []  # the loader's raw columns, finished at once
+    read: list[dict[str, np.ndarray]] = []  # files read again, finished each
     for rank in wanted:
         meta = ranks.get(rank)
         if meta is None:
@@ -352,20 +370,24 @@ def read_events(ranks: dict[int, dict[str, Any]], wanted: list[int]) -> Any:
                 "keeps attrs through filters and sorts, not through every operation)"
             )
         for cycle, source in rank_files(meta):
-            cols = _kept_columns(meta, source) or file_memory_events(source)
+            raw = _kept_raw(meta, source)
+            cols = raw if raw is not None else file_memory_events(source)
             n = len(cols["ts_ns"])
-            keep = ~cols["bad_ts"]
-            own = {
-                "rank": np.full(n, rank, dtype=np.int32),
-                "cycle": np.full(n, cycle, dtype=np.int16),
-                **{c: v for c, v in cols.items() if c != "bad_ts"},
-                "order": np.arange(n, dtype=np.int64),
-            }
-            for col, values in own.items():  # indexing copies: the cached arrays stay untouched
-                parts.setdefault(col, []).append(values[keep])
+            own = {"rank": np.full(n, rank, dtype=np.int32),
+                   "cycle": np.full(n, cycle, dtype=np.int16), **cols,
+                   "order": np.arange(n, dtype=np.int64)}  # fmt: skip
+            (kept if raw is not None else read).append(own)
+    parts = []
+    if kept:
+        raw = {c: np.concatenate([k[c] for k in kept]) for c in kept[0]}
+        parts.append({"rank": raw["rank"], "cycle": raw["cycle"],
+                      **_finish(raw, raw["ts_ns"]), "order": raw["order"]})  # fmt: skip
+    parts += read
     if not parts:
         return None
-    return pd.DataFrame({c: np.concatenate(v) for c, v in parts.items()}, copy=False)
+    cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    keep = ~cols.pop("bad_ts")  # indexing copies: the cached arrays stay untouched
+    return pd.DataFrame({c: v[keep] for c, v in cols.items()}, copy=False)
 
 
 def match_rows(rows: Any, events: Any) -> Any:
