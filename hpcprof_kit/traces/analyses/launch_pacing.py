@@ -44,20 +44,22 @@ def launch_gaps(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     df = bare(df)
-    device = df["device"].to_numpy(dtype=np.int64)
+    device = df["device"].to_numpy()
     busy = text_test(df["track"], lambda s: s.isin(BUSY_TRACKS)) & (device >= 0)
     kernel = text_test(df["track"], lambda s: s == "gpu") & (device >= 0)
     rows = np.flatnonzero(busy)
     if not rows.size:
         return pd.DataFrame(columns=COLUMNS)
-    rank = df["rank"].to_numpy(dtype=np.int64)[rows]
-    ts = df["ts_ns"].to_numpy(dtype=np.int64)[rows]
-    end = ts + df["dur_ns"].to_numpy(dtype=np.int64)[rows]
-    step = df["step"].to_numpy(dtype=np.int64)[rows]
+
+    def picked(column: str) -> np.ndarray:  # the busy rows alone, as int64: no whole copies
+        return df[column].to_numpy()[rows].astype(np.int64)
+
+    rank, ts, dev, step = picked("rank"), picked("ts_ns"), picked("device"), picked("step")
+    end = ts + picked("dur_ns")
     tiny = kernel[rows] & (end - ts < TINY_KERNEL_NS)
     # by (rank, device), then start: what ran before each event on its device
-    order = np.lexsort((ts, device[rows], rank))
-    rank, dev, ts, end, step, tiny = (a[order] for a in (rank, device[rows], ts, end, step, tiny))
+    order = np.lexsort((ts, dev, rank))
+    rank, dev, ts, end, step, tiny = (a[order] for a in (rank, dev, ts, end, step, tiny))
     first = np.ones(rows.size, dtype=bool)
     first[1:] = (rank[1:] != rank[:-1]) | (dev[1:] != dev[:-1])
     group = np.cumsum(first) - 1
