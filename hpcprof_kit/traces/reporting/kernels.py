@@ -145,30 +145,30 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     import pandas as pd
 
     df = bare(df) if df.attrs else df  # the view's table is bare already
-    # only the columns read are taken: a row filter of the whole table copies every column
     corr = df["corr"].to_numpy()
-    kern = df[["rank", "corr", "name"]][kernel_rows(df) & (corr >= 0)]
-    runtime = df[["rank", "corr", "ext_id"]][
-        text_test(df["track"], lambda s: s == "runtime") & (corr >= 0)
-    ]
-    ops = df[["rank", "ext_id", "name", "dur_ns"]][
-        text_test(df["cat"], lambda s: s == "cpu_op")
-        & (df["ext_id"].to_numpy() >= 0)
-        & (df["device"].to_numpy() < 0)
-    ]
+    ext = df["ext_id"].to_numpy()
+    kern = np.flatnonzero(kernel_rows(df) & (corr >= 0))
+    calls = np.flatnonzero(text_test(df["track"], lambda s: s == "runtime") & (corr >= 0))
+    ops = np.flatnonzero(text_test(df["cat"], lambda s: s == "cpu_op") & (ext >= 0)
+                         & (df["device"].to_numpy() < 0))  # fmt: skip
     cols = ["kernel", "op", "launches", "of_kernel"]
-    if kern.empty or runtime.empty or ops.empty:
+    if not kern.size or not calls.size or not ops.size:
         return pd.DataFrame([], columns=cols)
-    call = runtime[["rank", "corr", "ext_id"]].drop_duplicates(["rank", "corr"])
-    # the innermost op of an External id: the shortest one
-    op = ops.sort_values("dur_ns").drop_duplicates(["rank", "ext_id"])[["rank", "ext_id", "name"]]
-    kernel_at, kernel_names = _kernel_codes(kern["name"])
+    rank = df["rank"].to_numpy().astype(np.int64)
+    # each (rank, correlation)'s first call; each (rank, External id)'s innermost op, the
+    # shortest (the first of equals in a quicksort by duration, as pandas sorts)
+    calls_by = _first_of_each(rank[calls], corr[calls], calls)
+    ops = ops[np.argsort(df["dur_ns"].to_numpy()[ops], kind="quicksort")]
+    ops_by = _first_of_each(rank[ops], ext[ops], ops)
+    kernel_at, kernel_names = _kernel_codes(df["name"].iloc[kern])
     number = {name: i for i, name in enumerate(kernel_names)}
     wanted = np.isin(kernel_at, [number[n] for n in names if n in number])
-    k = kern[["rank", "corr"]][wanted].assign(kernel=kernel_at[wanted])
-    k = k.merge(call, on=["rank", "corr"], how="left").merge(
-        op.rename(columns={"name": "op"}), on=["rank", "ext_id"], how="left"
-    )
+    k = kern[wanted]
+    call = _look_up(calls_by, rank[k], corr[k])
+    op = np.where(call >= 0, _look_up(ops_by, rank[k], ext[np.maximum(call, 0)]), -1)
+    label = np.empty(k.size, dtype=object)  # None: no op found
+    label[op >= 0] = _texts(df["name"], op[op >= 0])
+    k = pd.DataFrame({"kernel": kernel_at[wanted], "op": label})
     # every (kernel, op) pair counted at once over integer codes: a text comparison of
     # every row per kernel name cost more than the rest of this table
     op_at, op_names = _op_codes(k["op"])
@@ -187,6 +187,35 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
             {"kernel": name, "op": best[0], "launches": best[1], "of_kernel": int(counts.sum())}
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def _texts(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The text of ``rows`` of a column (a category column looked up by code, "nan" for a
+    missing one), not of every row."""
+    import pandas as pd
+
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        labels = np.array([*column.cat.categories.astype(str), "nan"], dtype=object)
+        return labels[column.cat.codes.to_numpy()[rows]]  # code -1 takes the last slot
+    return column.to_numpy()[rows].astype(str).astype(object)
+
+
+def _first_of_each(rank: np.ndarray, key: np.ndarray, rows: np.ndarray):
+    """(sorted keys of (rank, ``key``), the first of ``rows`` with each), ``rows`` in the
+    order given."""
+    packed = (rank << 40) | (key.astype(np.int64) & ((1 << 40) - 1))
+    order = np.argsort(packed, kind="stable")
+    packed = packed[order]
+    first = np.append(True, packed[1:] != packed[:-1]) if packed.size else packed.astype(bool)
+    return packed[first], rows[order[first]]
+
+
+def _look_up(table, rank: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The row :func:`_first_of_each` keeps for each (rank, ``key``), -1 where none."""
+    keys, rows = table
+    packed = (rank << 40) | (key.astype(np.int64) & ((1 << 40) - 1))
+    at = np.minimum(np.searchsorted(keys, packed), keys.size - 1)
+    return np.where((keys[at] == packed) & (key >= 0), rows[at], -1)
 
 
 def _kernel_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:

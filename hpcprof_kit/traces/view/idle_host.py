@@ -371,10 +371,12 @@ def innermost_by_cause(texts) -> dict[str, dict[str, int]]:
     {'alloc': {'cudaFree': 6}, 'ops': {'aten::add': 2}}
     """
     out: dict[str, dict[str, int]] = {}
-    for text in texts:
-        for part in str(text).split(";") if text else ():
-            said, _, ns = part.rpartition("=")
-            kind, _, name = said.partition("|")
-            ops = out.setdefault(kind, {})
-            ops[name] = ops.get(name, 0) + int(ns)
+    texts = texts.tolist() if hasattr(texts, "tolist") else texts
+    for part in ";".join(str(t) for t in texts if t).split(";"):  # every cell's parts at once
+        if not part:
+            continue
+        said, _, ns = part.rpartition("=")
+        kind, _, name = said.partition("|")
+        ops = out.setdefault(kind, {})
+        ops[name] = ops.get(name, 0) + int(ns)
     return out
