@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -326,6 +327,167 @@ def sweep_cli(tmp_path, capsys, words: str, *flags: str) -> tuple[int, str, Path
     return code, out, sweep_dir
 
 
+# A stand-in for the train app: each rank writes the arguments it got to argv-RANK.json in its
+# run directory.
+ARGV_APP = """\
+import json, os, sys
+rank = os.environ["PMI_RANK"]
+with open(os.path.join(os.environ["HPCPROF_RUN_DIR"], "argv-" + rank + ".json"), "w") as fh:
+    json.dump(sys.argv[1:], fh)
+"""
+
+
+def argv_app(tmp_path) -> list[str]:
+    app = tmp_path / "argv_app.py"
+    app.write_text(ARGV_APP)
+    return ["python3", str(app)]
+
+
+def argvs(sweep_dir: Path, ranks: int = 1) -> list[list[list[str]]]:
+    """What each variant's ranks got, in variant order."""
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    return [[json.loads((r / f"argv-{k}.json").read_text()) for k in range(ranks)] for r in runs]
+
+
+def ended_subjobs(parent: str, indices) -> list[tuple]:
+    """The server's record of each subjob: state, substate, exit status."""
+    attrs = [attributes(parent.replace("[]", f"[{i}]")) for i in indices]
+    return [(a["job_state"], int(a["substate"]), int(a["Exit_status"])) for a in attrs]
+
+
+def test_24_twin_a_sweep_of_epochs_1_2_is_an_array_of_2_each_variant_its_value(pbs_on, tmp_path,
+                                                                               capsys):  # fmt: skip
+    """Row 24: `--vary=--epochs=1,2`, 2 ranks (a stand-in for train that records its
+    arguments): `N[0]`, `N[1]` F, 92, Exit_status 0; COMPLETED x2, and each variant's ranks
+    got their own `--epochs`."""
+    code = main([*SWEEP, "--ranks-per-node", "2", "--vary=--epochs=1,2", "--wait", "--",
+                 *argv_app(tmp_path)])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    sweep_dir = Path(lines[0].removeprefix("sweep "))
+    parent = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert "#PBS -J 0-1\n" in (sweep_dir / "array.sh").read_text()
+    assert lines[2:4] == ["    0 COMPLETED  --epochs=1", "    1 COMPLETED  --epochs=2"]
+    assert ended_subjobs(parent, (0, 1)) == [("F", 92, 0)] * 2
+    assert argvs(sweep_dir, ranks=2) == [[["--epochs", "1"]] * 2, [["--epochs", "2"]] * 2]
+
+
+def test_25_twin_values_reach_the_app_exactly_as_typed(pbs_on, tmp_path, capsys):
+    """Row 25: `--seed=0,1` x `--tag=False,a b$HOME`: `N[0..3]` F, Exit_status 0, and the
+    app's argv holds each value as typed (no bool, no split, no expansion)."""
+    code = main([*SWEEP, "--vary=--seed=0,1", "--vary=--tag=False,a b$HOME", "--wait", "--",
+                 *argv_app(tmp_path)])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    sweep_dir = Path(lines[0].removeprefix("sweep "))
+    parent = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert [line.split()[1] for line in lines[2:6]] == ["COMPLETED"] * 4
+    assert ended_subjobs(parent, range(4)) == [("F", 92, 0)] * 4
+    assert argvs(sweep_dir) == [
+        [["--seed", "0", "--tag", "False"]], [["--seed", "0", "--tag", "a b$HOME"]],
+        [["--seed", "1", "--tag", "False"]], [["--seed", "1", "--tag", "a b$HOME"]]]  # fmt: skip
+
+
+SUBMITTED = (
+    "the script submitted (array.sh in the sweep directory; each variant's run directory is made "
+    "at submission):"
+)
+
+
+def test_26_twin_dry_run_prints_the_array_script_that_is_submitted(pbs_on, tmp_path, capsys,
+                                                                   isolated_runs):  # fmt: skip
+    """Row 26: `--dry-run` prints the array script the sweep then submits as `array.sh`,
+    identical but for the run-dir placeholders it announces; each variant's own job.sh is not
+    printed, only its command."""
+    words = [*SWEEP, "--vary=--code=0,1"]
+    command = ["--", "bash", "-c", 'exit "$2"', "v"]
+    assert main([*words, "--dry-run", *command]) == 0
+    preview = capsys.readouterr().out
+    head, script = preview.split(SUBMITTED + "\n")
+    assert head.splitlines() == [
+        "sweep of bash on pbshost: 2 variants, one PBS job array (qsub)",
+        "(a preview: nothing is run and nothing is written)",
+        """  0  --code=0  bash -c 'exit "$2"' v --code 0""",
+        """  1  --code=1  bash -c 'exit "$2"' v --code 1""",
+    ]
+    assert "hpcprof_job_end" not in preview  # no variant's job.sh
+    assert not isolated_runs.exists() and pbs_on.events("qsub") == []
+    assert main([*words, "--wait", *command]) == 1
+    sweep_dir = Path(capsys.readouterr().out.splitlines()[0].removeprefix("sweep "))
+    submitted = (sweep_dir / "array.sh").read_text()
+    for entry in json.loads((sweep_dir / "sweep.json").read_text())["variants"]:
+        placeholder = shlex.quote(f"<sweep>/<run of variant {entry['index']}>")
+        real = shlex.quote(str(sweep_dir / entry["run_dir"]))
+        submitted = submitted.replace(f"run_dir={real} ;;", f"run_dir={placeholder} ;;")
+    assert submitted == script
+
+
+def test_27_twin_compare_json_and_resume_of_a_complete_sweep_agree(pbs_on, tmp_path, capsys):
+    """Row 27: a complete sweep: `--json`, `sweep compare` (text and `--json`) give the same
+    states; `--resume --dry-run` says there is nothing to run, and `--resume` submits nothing."""
+    command = ["--", "bash", "-c", 'exit "$2"', "v"]
+    assert main([*SWEEP, "--vary=--code=0,0", "--wait", "--json", *command]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["states"] == {"0": "COMPLETED", "1": "COMPLETED"}
+    assert [(r["variant"], r["state"]) for r in said["comparison"]] == [
+        (0, "COMPLETED"), (1, "COMPLETED")]  # fmt: skip
+    sweep_dir = Path(said["sweep_dir"])
+    assert main(["sweep", "compare", str(sweep_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == said["comparison"]
+    assert main(["sweep", "compare", str(sweep_dir)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:2] == ["--code", "state"] and table[1].split() == ["variant"]
+    assert [row.split()[:3] for row in table[2:]] == [["0", "0", "COMPLETED"],
+                                                      ["1", "0", "COMPLETED"]]  # fmt: skip
+    assert main(["sweep", "--resume", str(sweep_dir), "--dry-run"]) == 0
+    assert capsys.readouterr().out == (
+        f"sweep {sweep_dir}: every variant completed or is still going; nothing to run\n"
+    )
+    assert main(["sweep", "--resume", str(sweep_dir)]) == 0  # no job submitted, states kept
+    assert capsys.readouterr().out.splitlines() == [
+        f"sweep {sweep_dir}", "    0 COMPLETED  --code=0", "    1 COMPLETED  --code=0"]  # fmt: skip
+    assert main(["sweep", "--resume", str(sweep_dir), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["states"], again["job_ids"]) == (said["states"], [])
+    assert len(pbs_on.events("qsub")) == 1  # the sweep's own array, nothing since
+
+
+# Each variant runs `bash -c FIXABLE v --code WORD`: WORD 0 or 2 ends 0; f1 or f3 exits 3 until
+# the test's file `fixed` exists.
+FIXABLE = '[ "${{2#f}}" = "$2" ] || [ -e {folder}/fixed ] || exit 3'
+
+
+def test_28_twin_resume_of_variants_1_and_3_asks_j_1_3_and_index_2_runs_nothing(pbs_on, tmp_path,
+                                                                               capsys):  # fmt: skip
+    """Row 28: variants 1 and 3 failed, 0 and 2 completed; `--resume` asks `-J 1-3` (PBS
+    takes a range): `M[1..3]` F, 0, where index 2 prints that there is no variant to run (it
+    completed before); 0 and 2 keep their runs, 1 and 3 keep their earlier ones."""
+    words = ["--", "bash", "-c", FIXABLE.format(folder=tmp_path), "v"]
+    assert main([*SWEEP, "--vary=--code=0,f1,2,f3", "--wait", *words]) == 1
+    sweep_dir = Path(capsys.readouterr().out.splitlines()[0].removeprefix("sweep "))
+    first = json.loads((sweep_dir / "sweep.json").read_text())["variants"]
+    assert [e["state"] for e in first] == ["COMPLETED", "FAILED", "COMPLETED", "FAILED"]
+    (tmp_path / "fixed").touch()
+    assert main(["sweep", "--resume", str(sweep_dir), "--wait"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    parent = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert [line.split()[:2] for line in lines[2:6]] == [
+        ["0", "COMPLETED"], ["1", "COMPLETED"], ["2", "COMPLETED"], ["3", "COMPLETED"]]  # fmt: skip
+    script = (sweep_dir / "array-1.sh").read_text()
+    assert "#PBS -J 1-3\n" in script
+    assert [line.split(")")[0].strip() for line in script.splitlines()
+            if re.match(r"    \d\) run_dir=", line)] == ["1", "3"]  # fmt: skip
+    assert ended_subjobs(parent, (1, 2, 3)) == [("F", 92, 0)] * 3
+    (out,) = sweep_dir.glob(f"*.o{parent.split('[')[0]}.2")
+    assert out.read_text() == "array index 2: no variant to run (it completed before)\n"
+    again = json.loads((sweep_dir / "sweep.json").read_text())["variants"]
+    assert [e["run_dir"] for e in again][0::2] == [e["run_dir"] for e in first][0::2]
+    for old, new in zip(first[1::2], again[1::2], strict=True):
+        assert new["run_dir"] != old["run_dir"] and new["earlier_runs"] == [old["run_dir"]]
+        kept = json.loads((sweep_dir / old["run_dir"] / "manifest.json").read_text())
+        assert (kept["state"], kept["exit_code"]) == ("FAILED", 3)
+
+
 @pytest.fixture
 def in_turn(tmp_path, monkeypatch, isolated_runs, capsys):
     """History on, a queue that takes one job a user: a sweep runs its variants in turn."""
@@ -510,6 +672,34 @@ def test_03_twin_a_job_with_the_record_asks_no_account_and_no_filesystems(pbs_on
     assert "#PBS -A" not in script and "filesystems" not in script
     assert "#PBS -q workq\n" in script and "select=1:ncpus=2" in script
     assert job.wait(timeout=120, progress=False) == "COMPLETED"
+
+
+# Inside the job: the record load_system finds, and the folder it found it in, written to
+# loaded.txt in the run directory.
+LOADS = ("import os; from hpcprof_kit.systems import load_system; rec = load_system('pbshost'); "
+         "open(os.path.join(os.environ['HPCPROF_RUN_DIR'], 'loaded.txt'), 'w').write("
+         "rec.name + ' ' + rec.folder)")  # fmt: skip
+
+
+def test_04_twin_the_record_is_found_inside_a_plain_job_and_an_array_variant(pbs_on, tmp_path,
+                                                                             capsys):  # fmt: skip
+    """Row 4: PBS starts each job with its own variables only; job.sh exports
+    HPCPROF_SYSTEMS_DIR (the record's folder), so `load_system("pbshost")` works inside a plain
+    job and inside each variant of an array."""
+    records = str(tmp_path / "records")
+    job = job_of(["python3", "-c", LOADS])
+    assert job.wait(timeout=120, progress=False) == "COMPLETED"
+    assert f"export HPCPROF_SYSTEMS_DIR={records}\n" in (job.run_dir / "job.sh").read_text()
+    assert (job.run_dir / "loaded.txt").read_text() == f"pbshost {records}"
+    assert main([*SWEEP, "--vary=--x=1,2", "--wait", "--", "python3", "-c", LOADS]) == 0
+    sweep_dir = Path(capsys.readouterr().out.splitlines()[0].removeprefix("sweep "))
+    assert "#PBS -J 0-1\n" in (sweep_dir / "array.sh").read_text()
+    runs = sorted(p for p in sweep_dir.iterdir() if (p / "manifest.json").exists())
+    assert [(r / "loaded.txt").read_text() for r in runs] == [f"pbshost {records}"] * 2
+    started = pbs_on.events("job_start")
+    assert len(started) == 3  # the job, then the array's two subjobs
+    assert all("HPCPROF_SYSTEMS_DIR" not in e["env"] and "PBS_JOBID" in e["env"]
+               for e in started)  # fmt: skip
 
 
 @pytest.mark.parametrize("history", ["on", "off"])
