@@ -49,14 +49,16 @@ def build(
     stage_delay_s: float = 0.0,
     exclusive: bool = False,
     refused_uids: tuple[int, ...] = (),
+    queues: dict[str, dict] | None = None,
 ):
     """The twin of a one-node PBS cluster ``pbshost`` whose queue takes jobs of up to 2 nodes
     (as the server of cases.md row 14, where a 2-node job could never run), and its record;
-    ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn)."""
+    ``max_queued``: the jobs a user may queue (1: a sweep runs its variants in turn);
+    ``queues``: more queues beside ``workq``, as the server's configuration gives them."""
     queue = {"max_nodes": 2, "max_walltime": "00:30:00"}
     if max_queued is not None:
         queue["max_queued"] = max_queued
-    queues = {"workq": queue}
+    queues = {"workq": queue, **(queues or {})}
     if closed:  # a queue the site has disabled, as `closed` of cases.md
         queues["closed"] = {**queue, "enabled": False}
     twin = twin_mod.build_generic(tmp_path / "twin", "pbshost", kill_grace_s=1.0,
@@ -645,6 +647,30 @@ def test_56_twin_filesystems_the_server_does_not_take_are_refused_before_qsub(
         "qsub would refuse it (Unknown resource); leave --filesystems (filesystems=) out"
     )
     assert [e for e in with_closed.events("qsub")] == []
+
+
+def test_48_twin_a_sweep_of_3_in_a_queue_of_2_queued_jobs_is_refused_before_qsub(
+    tmp_path, monkeypatch, isolated_runs, capsys
+):
+    """Row 48: queue `short` (5 min, 1 node, 2 queued jobs a user): the record says
+    `max_jobs_per_user = 2`, `max_array_size = 2`; a sweep of 3 would be an array of 3, which
+    the server refuses (exit 38): the kit refuses it first, naming the field, the value, the
+    limit and the fix; nothing is submitted or written."""
+    short = {"max_nodes": 1, "max_walltime": "00:05:00", "max_queued": 2}
+    twin = build(tmp_path, monkeypatch, history=True, queues={"short": short})
+    capsys.readouterr()
+    rec = load_system("pbshost")
+    assert rec.extra["queue_rules"]["short"] == {"max_jobs_per_user": 2, "max_array_size": 2}
+    code = main([*SWEEP, "--queue", "short", "--vary=--code=0,0,0", "--", "bash", "-c",
+                 'exit "$2"', "v"])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "hpcprof-kit sweep: the grid has 3 variants, more than pbshost's array limit of 2 (pbs: "
+        f"max_jobs_per_user = 2 under [queue_rules.short] in {rec.source}, and an array of N "
+        "counts as N queued jobs); vary fewer values or split the grid into sweeps of at most 2"
+    )
+    assert twin.events("qsub") == []
+    assert not isolated_runs.exists()
 
 
 def test_52_twin_server_down_sweep_prints_no_limits_warning_before_the_real_error(

@@ -105,12 +105,26 @@ def array_limit(sweep: Any) -> int | None:
 
 
 def _limit_source(sweep: Any, limit: int) -> str:
-    """The server's words behind an array limit, where it said it."""
+    """The words behind an array limit: the server's, where it said it; else the record's field
+    that sets it (none for the scheduler's default)."""
     rules = _rules(sweep)[0]
     if _said(sweep, "max_jobs_per_user") and rules.get("max_jobs_per_user") == limit:
         return (f"{_said(sweep, 'max_jobs_per_user')}, and PBS counts an array of N as N "
                 "queued jobs")  # fmt: skip
-    return _said(sweep, "max_array_size")
+    if _said(sweep, "max_array_size"):
+        return _said(sweep, "max_array_size")
+    sysrec = sweep.base.system_record()
+    record, queue = sysrec.extra.get("queue_rules", {}), _record_rules(sweep)[1]
+    own = record.get(queue) if isinstance(record.get(queue), dict) else {}
+    where = sysrec.source or f"{sysrec.name}.toml"
+    if own.get("max_jobs_per_user") == limit:
+        return (f"max_jobs_per_user = {limit} under [queue_rules.{queue}] in {where}, and an "
+                "array of N counts as N queued jobs")  # fmt: skip
+    if own.get("max_array_size") == limit:
+        return f"max_array_size = {limit} under [queue_rules.{queue}] in {where}"
+    if record.get("max_array_size") == limit:
+        return f"max_array_size = {limit} under [queue_rules] in {where}"
+    return ""
 
 
 def check_array_size(sweep: Any) -> None:
