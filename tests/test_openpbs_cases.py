@@ -79,6 +79,13 @@ def build(
     return twin
 
 
+def set_queue(twin, queue: str, **attrs) -> None:
+    """The server's admin sets a queue's attributes after site init (as `qmgr -c 'set queue
+    QUEUE max_queued = [u:PBS_GENERIC=N]'`): the record does not hear of it."""
+    twin.config["server"]["queues"][queue].update(attrs)
+    twin._write_config()
+
+
 @pytest.fixture
 def pbs_on(tmp_path, monkeypatch, isolated_runs, capsys):
     twin = build(tmp_path, monkeypatch, history=True)
@@ -671,6 +678,45 @@ def test_48_twin_a_sweep_of_3_in_a_queue_of_2_queued_jobs_is_refused_before_qsub
     )
     assert twin.events("qsub") == []
     assert not isolated_runs.exists()
+
+
+def test_49_twin_max_queued_set_after_site_init_2_refuses_the_sweep_1_runs_it_in_turn(
+    pbs_on, tmp_path, capsys
+):
+    """Row 49: `max_queued` set on workq after site init, so the record does not say it and
+    the server does (`qstat -Qf workq`). 2: a sweep of 3 is refused before qsub with the
+    server's words; 1: the sweep runs as one job, the variants in turn, and says why."""
+    assert "workq" not in load_system("pbshost").extra["queue_rules"]
+    set_queue(pbs_on, "workq", max_queued=2)
+    sweep = [*SWEEP, "--vary=--code=0,2,0"]
+    command = ["--", "bash", "-c", 'exit "$2"', "v"]
+    assert main([*sweep, *command]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "hpcprof-kit sweep: the grid has 3 variants, more than pbshost's array limit of 2 (pbs: "
+        "the server says max_queued = [u:PBS_GENERIC=2] (qstat -Qf workq), and PBS counts an "
+        "array of N as N queued jobs); vary fewer values or split the grid into sweeps of at "
+        "most 2"
+    )
+    assert pbs_on.events("qsub") == []
+    set_queue(pbs_on, "workq", max_queued=1)
+    why = ("# (the server says max_queued = [u:PBS_GENERIC=1] (qstat -Qf workq); the system "
+           "record does not say.)\n")  # fmt: skip
+    assert main([*sweep, "--dry-run", *command]) == 0
+    preview = capsys.readouterr().out
+    assert preview.splitlines()[0] == (
+        "sweep of bash on pbshost: 3 variants, one PBS job running them in turn (qsub)"
+    )
+    assert why in preview
+    assert main([*sweep, "--wait", *command]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    sweep_dir = Path(lines[0].removeprefix("sweep "))
+    job_id = lines[1].split("submitted job: ")[1].split(" ")[0]
+    assert re.fullmatch(r"\d+\.pbshost-pbs-twin", job_id)  # one job, no array
+    assert [line.split()[:2] for line in lines[2:5]] == [
+        ["0", "COMPLETED"], ["1", "FAILED"], ["2", "COMPLETED"]]  # fmt: skip
+    script = (sweep_dir / "array.sh").read_text()
+    assert why in script and "#PBS -J" not in script and "for run_dir in" in script
+    assert [e["ok"] for e in pbs_on.events("qsub")] == [True]
 
 
 def test_52_twin_server_down_sweep_prints_no_limits_warning_before_the_real_error(
