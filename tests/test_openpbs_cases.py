@@ -28,6 +28,7 @@ from hpcprof_kit.jobs.explain import explain
 from hpcprof_kit.rehearsal import twin as twin_mod
 from hpcprof_kit.systems import load_system
 
+from must_have import missing
 from slurm_cluster import _until  # the tests' one poll of an answer until it is reached
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(600)]
@@ -1112,3 +1113,19 @@ def test_55_twin_qsub_as_root_bad_uid_is_relayed_and_status_says_never_submitted
                            str(runs[0] / "job.sh")], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert (done.returncode, done.stderr.strip()) == (175, "qsub: Bad UID for job execution")
+
+
+# ---- every row of cases.md --------------------------------------------------------------------
+CASES_MD = Path(__file__).resolve().parents[2] / "shared" / "reference" / "openpbs" / "cases.md"
+
+
+def test_every_row_of_cases_md_has_a_test_named_by_it():
+    """Each row number of cases.md's table appears in the name of a test of this module
+    (`test_29_...`, `test_32_33_..._40_...`)."""
+    if not CASES_MD.exists():
+        missing(f"{CASES_MD} is absent: the real server's cases are not here")
+    rows = [int(n) for n in re.findall(r"^\| (\d+) \|", CASES_MD.read_text(), re.MULTILINE)]
+    assert rows == list(range(1, len(rows) + 1)), rows
+    names = re.findall(r"^def test_((?:\d\d_)+)", Path(__file__).read_text(), re.MULTILINE)
+    named = {int(n) for name in names for n in name.split("_") if n}
+    assert [row for row in rows if row not in named] == []
