@@ -89,7 +89,14 @@ def text_test(column: pd.Series, test) -> np.ndarray:
     if isinstance(column.dtype, pd.CategoricalDtype):
         labels = pd.Series([*column.cat.categories.astype(str), None], dtype=str)
         hit = test(labels).to_numpy(dtype=bool)
-        return hit[column.cat.codes.to_numpy()]  # code -1 (missing) takes the last slot
+        codes = column.cat.codes.to_numpy()
+        said = np.flatnonzero(hit)
+        if said.size <= 4:  # a few labels: compared code by code, cheaper than a gather
+            out = np.zeros(codes.size, dtype=bool)
+            for k in said.tolist():  # the last slot is a missing label, code -1
+                out |= codes == (-1 if k == hit.size - 1 else k)
+            return out
+        return hit[codes]  # code -1 (missing) takes the last slot
     return test(column.astype(str)).to_numpy(dtype=bool)
 
 
