@@ -327,25 +327,26 @@ def _fixed(blocks: list[tuple], keys: list[tuple]) -> dict[str, np.ndarray]:
 def of_kept(args: dict[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
     """The [memory] columns the loader kept among one file's kept arguments, as
     :func:`file_memory_events` gives them; None when it kept none."""
-    if not args or KEPT_PREFIX + "base" not in args:
-        return None
-    raw = {k[len(KEPT_PREFIX) :]: v for k, v in args.items() if k.startswith(KEPT_PREFIX)}
-    base = raw.pop("base")
-    return finished(raw, int(base[0]) if base.size else None)
+    raw = _raw_of_kept(args)
+    return None if raw is None else _finish(raw, raw["ts_ns"])
 
 
-def _kept_raw(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
-    """The raw ``[memory]`` columns the loader kept of ``source``, their ts after the file's
-    base (:func:`_finish` makes them the table's); None when it kept none (an older cache
-    copy, attrs that went through JSON and hold the summary alone)."""
-    args = rank_meta.get("event_args")
-    args = args.get(source) if hasattr(args, "by_file") else None
+def _raw_of_kept(args: dict[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
+    """The raw ``[memory]`` columns among one file's kept arguments, their ts after the
+    file's base (:func:`_finish` makes them the table's); None when it kept none."""
     if not args or KEPT_PREFIX + "base" not in args:
         return None
     raw = {k[len(KEPT_PREFIX) :]: v for k, v in args.items() if k.startswith(KEPT_PREFIX)}
     base = raw.pop("base")
     raw["ts_ns"] = _after_base(raw["ts_ns"], int(base[0]) if base.size else None)
     return raw
+
+
+def _kept_raw(rank_meta: dict[str, Any], source: str) -> dict[str, np.ndarray] | None:
+    """:func:`_raw_of_kept` of ``source``'s kept arguments; None when the loader kept none
+    (an older cache copy, attrs that went through JSON and hold the summary alone)."""
+    args = rank_meta.get("event_args")
+    return _raw_of_kept(args.get(source) if hasattr(args, "by_file") else None)
 
 
 def rank_files(meta: dict[str, Any]) -> list[tuple[int, str]]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from hpcprof_kit.errors import TraceFormatError
 from hpcprof_kit.traces.analyses.breakdown import bare, text_test
+from hpcprof_kit.traces.analyses.launch_pacing import launches_of
 from hpcprof_kit.traces.reporting.pane import PANE_TITLES, Pane
 from hpcprof_kit.traces.view.run_view import RunView
 from hpcprof_kit.traces.view.signals import SHORT_KERNEL_NS, kernel_rows
@@ -155,17 +156,17 @@ def launched_by(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     if not kern.size or not calls.size or not ops.size:
         return pd.DataFrame([], columns=cols)
     rank = df["rank"].to_numpy().astype(np.int64)
-    # each (rank, correlation)'s first call; each (rank, External id)'s innermost op, the
-    # shortest (the first of equals in a quicksort by duration, as pandas sorts)
-    calls_by = _first_of_each(rank[calls], corr[calls], calls)
+    # each kernel's first call of its (rank, correlation), and that call's innermost op of
+    # its (rank, External id): the shortest, the first of equals in a quicksort by duration
+    # (as pandas sorts)
     ops = ops[np.argsort(df["dur_ns"].to_numpy()[ops], kind="quicksort")]
-    ops_by = _first_of_each(rank[ops], ext[ops], ops)
     kernel_at, kernel_names = _kernel_codes(df["name"].iloc[kern])
     number = {name: i for i, name in enumerate(kernel_names)}
     wanted = np.isin(kernel_at, [number[n] for n in names if n in number])
     k = kern[wanted]
-    call = _look_up(calls_by, rank[k], corr[k])
-    op = np.where(call >= 0, _look_up(ops_by, rank[k], ext[np.maximum(call, 0)]), -1)
+    call = launches_of(k, calls, rank, corr)
+    op = np.full(k.size, -1, dtype=np.int64)
+    op[call >= 0] = launches_of(call[call >= 0], ops, rank, ext)
     label = np.empty(k.size, dtype=object)  # None: no op found
     label[op >= 0] = _texts(df["name"], op[op >= 0])
     k = pd.DataFrame({"kernel": kernel_at[wanted], "op": label})
@@ -198,24 +199,6 @@ def _texts(column: pd.Series, rows: np.ndarray) -> np.ndarray:
         labels = np.array([*column.cat.categories.astype(str), "nan"], dtype=object)
         return labels[column.cat.codes.to_numpy()[rows]]  # code -1 takes the last slot
     return column.to_numpy()[rows].astype(str).astype(object)
-
-
-def _first_of_each(rank: np.ndarray, key: np.ndarray, rows: np.ndarray):
-    """(sorted keys of (rank, ``key``), the first of ``rows`` with each), ``rows`` in the
-    order given."""
-    packed = (rank << 40) | (key.astype(np.int64) & ((1 << 40) - 1))
-    order = np.argsort(packed, kind="stable")
-    packed = packed[order]
-    first = np.append(True, packed[1:] != packed[:-1]) if packed.size else packed.astype(bool)
-    return packed[first], rows[order[first]]
-
-
-def _look_up(table, rank: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """The row :func:`_first_of_each` keeps for each (rank, ``key``), -1 where none."""
-    keys, rows = table
-    packed = (rank << 40) | (key.astype(np.int64) & ((1 << 40) - 1))
-    at = np.minimum(np.searchsorted(keys, packed), keys.size - 1)
-    return np.where((keys[at] == packed) & (key >= 0), rows[at], -1)
 
 
 def _kernel_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:

@@ -195,9 +195,10 @@ def _cells(ranks, span, base, windows, busy, ops, o_block, tid, ts, dur, codes,
     if not at.size:
         return pd.DataFrame(columns=COLUMNS)
     # each (rank, thread) in a block of its own; each moment asked of each of its rank's threads
-    thread_key = o_block * (int(tid.max(initial=0)) + 1) + tid[ops]
+    width = int(tid.max(initial=0)) + 1
+    thread_key = o_block * width + tid[ops]
     threads, t_of = np.unique(thread_key, return_inverse=True)
-    t_rank = threads // (int(tid.max(initial=0)) + 1)
+    t_rank = threads // width
     t_shift = np.arange(threads.size) * span - t_rank * span  # rank block -> thread block
     order = np.lexsort((o_ts - o_end, o_ts + t_shift[t_of]))  # by block, start; outer first
     q_ts, q_end, q_thread = (o_ts + t_shift[t_of])[order], (o_end + t_shift[t_of])[order], t_of[
@@ -344,24 +345,6 @@ def _innermost(o_ts: np.ndarray, o_end: np.ndarray, at: np.ndarray) -> np.ndarra
 def idle_by_cause(frame: pd.DataFrame) -> dict[str, float]:
     """Each cause's idle ns summed over ``frame``'s rows (signals' columns of ``NUMERIC``)."""
     return {c: float(frame[f"idle_{c}_ns"].sum()) for c in CAUSES}
-
-
-def innermost_ops(texts, cause: str | None = None) -> dict[str, int]:
-    """The ``idle_host_ops`` texts of some ranks and steps, added up: op name -> idle ns (of
-    one ``cause`` alone, when given).
-
-    >>> innermost_ops(["alloc|cudaFree=5;ops|aten::add=2", "alloc|cudaFree=1", ""])
-    {'cudaFree': 6, 'aten::add': 2}
-    >>> innermost_ops(["alloc|cudaFree=5;ops|aten::add=2"], "ops")
-    {'aten::add': 2}
-    """
-    by_cause = innermost_by_cause(texts)
-    out: dict[str, int] = {}
-    for kind, ops in by_cause.items():
-        if cause is None or kind == cause:
-            for name, ns in ops.items():
-                out[name] = out.get(name, 0) + ns
-    return out
 
 
 def innermost_by_cause(texts) -> dict[str, dict[str, int]]:
